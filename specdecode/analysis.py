@@ -1,0 +1,77 @@
+"""The paper's arithmetic (sections 3.1 to 3.5): acceptance, tokens per target call, speed-up, extra work, best gamma.
+
+    beta         sum_x min(p(x), q(x)): the chance one drafted token survives, for one pair of lists
+    alpha        E[beta] over the text: the acceptance rate
+    c            cost of one draft forward pass / cost of one target forward pass (wall clock)
+    c_hat        the same ratio in arithmetic operations
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+
+def _check_alpha(alpha: float) -> None:
+    if not 0 <= alpha <= 1:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+
+
+def _check_gamma(gamma: int) -> None:
+    if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
+        raise ValueError(f"gamma must be an integer >= 1, got {gamma!r}")
+
+
+def _check_cost(c: float, name: str = "c") -> None:
+    if not (math.isfinite(c) and c >= 0):
+        raise ValueError(f"{name} must be a finite number >= 0, got {c}")
+
+
+def beta(p: Sequence[float] | torch.Tensor, q: Sequence[float] | torch.Tensor) -> float:
+    """sum_x min(p(x), q(x)): the probability that a token drafted from q is accepted against p (paper 3.1)."""
+    p_t, q_t = torch.as_tensor(p, dtype=torch.float64), torch.as_tensor(q, dtype=torch.float64)
+    if p_t.shape != q_t.shape:
+        raise ValueError(f"p and q must have the same shape, got {tuple(p_t.shape)} and {tuple(q_t.shape)}")
+    return float(torch.minimum(p_t, q_t).sum(dim=-1).mean())
+
+
+def expected_tokens(alpha: float, gamma: int) -> float:
+    """E[tokens per target call] = (1 - alpha^(gamma+1)) / (1 - alpha); gamma + 1 at alpha = 1 (paper 3.2)."""
+    _check_alpha(alpha)
+    _check_gamma(gamma)
+    if alpha == 1:
+        return gamma + 1.0
+    return (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def speedup(alpha: float, gamma: int, c: float) -> float:
+    """Expected wall-clock speed-up: E[tokens] / (gamma c + 1) (paper 3.3, verify pass as costly as one step)."""
+    _check_cost(c)
+    return expected_tokens(alpha, gamma) / (gamma * c + 1)
+
+
+def extra_arithmetic(alpha: float, gamma: int, c_hat: float) -> float:
+    """Factor of extra arithmetic operations: (gamma c_hat + gamma + 1) / E[tokens] (paper 3.4)."""
+    _check_cost(c_hat, "c_hat")
+    return (gamma * c_hat + gamma + 1) / expected_tokens(alpha, gamma)
+
+
+def best_gamma(alpha: float, c: float, max_gamma: int = 32) -> int:
+    """The gamma in 1..max_gamma with the highest `speedup` (the smallest one on ties) (paper 3.5)."""
+    _check_gamma(max_gamma)
+    return max(range(1, max_gamma + 1), key=lambda g: (speedup(alpha, g, c), -g))
+
+
+def alpha_from_stats(stats) -> float:
+    """Estimate alpha from a run's counters: accepted / (accepted + rejected).
+
+    Each time the rule looks at a drafted token is one Bernoulli trial with success probability alpha (the paper's
+    i.i.d. model); drafts after a rejection are never looked at, so they are not trials. This is the maximum
+    likelihood estimate under that model.
+    """
+    trials = stats.tokens_accepted + stats.rejections
+    if trials == 0:
+        raise ValueError("the run made no draft decisions (no drafted tokens): alpha cannot be estimated")
+    return stats.tokens_accepted / trials

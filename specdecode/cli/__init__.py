@@ -1,0 +1,45 @@
+"""The `specdecode` command. Each subcommand lives in its own module with `add_parser` and `run`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import analyze, generate
+
+COMMANDS = (generate, analyze)
+
+
+class UserError(Exception):
+    """Bad input from the user: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, not the usage dump
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="specdecode",
+        description="Exact speculative decoding: a small draft guesses gamma tokens, the target checks them all in "
+        "one pass, and the output is distributed exactly as the target's own.",
+        epilog="Start with: specdecode generate --help   or   specdecode analyze --alpha 0.8 --gamma 5 --c 0.05",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser, required=True)
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args) or 0
+    except (UserError, ValueError) as error:
+        print(f"specdecode {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nspecdecode: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,48 @@
+"""The draft protocol: one small interface for every kind of guesser (a smaller model, prompt lookup, n-gram tables).
+
+A draft proposes up to gamma tokens after the current context, each with the distribution q it was drawn from. A
+deterministic draft (prompt lookup, an argmax model) reports a one-hot q; the rule then stays exact with no special
+case. A draft may propose fewer than gamma tokens, even none: the round is then an ordinary target step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import torch
+
+from ..sampling import SamplingConfig
+
+
+@dataclass
+class Proposal:
+    tokens: torch.Tensor  # [g] int64, g <= gamma
+    probs: torch.Tensor  # [g, V] float: row i is the q that tokens[i] was drawn from
+    forward_passes: int = 0  # draft model calls spent on this proposal (0 for model-free drafts)
+
+    @staticmethod
+    def empty(vocab_size: int) -> Proposal:
+        return Proposal(torch.empty(0, dtype=torch.int64), torch.empty(0, vocab_size))
+
+    @staticmethod
+    def one_hot(tokens: list[int], vocab_size: int) -> Proposal:
+        """A deterministic proposal: q is a point mass on each proposed token."""
+        ids = torch.tensor(tokens, dtype=torch.int64)
+        return Proposal(ids, torch.nn.functional.one_hot(ids, vocab_size).to(torch.float32))
+
+
+@runtime_checkable
+class Draft(Protocol):
+    name: str
+    vocab_size: int  # must equal the target's V (a smaller draft vocabulary is padded with q = 0 by its adapter)
+
+    def begin(self, prompt_ids: list[int]) -> None:
+        """Start a new sequence with this prompt (drop any state of an earlier one)."""
+        ...
+
+    def propose(
+        self, context: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator | None
+    ) -> Proposal:
+        """Propose up to gamma tokens to follow context (the prompt and every token generated so far)."""
+        ...

@@ -1,0 +1,71 @@
+"""A smaller causal LM as the draft: it samples gamma tokens one at a time from its own adjusted list q."""
+
+from __future__ import annotations
+
+import torch
+
+from ..models.base import CausalLM
+from ..sampling import SamplingConfig, adjust, sample
+from .base import Proposal
+
+
+class ModelDraft:
+    """Wraps any `CausalLM` as a draft, keeping its KV cache in step with the accepted text.
+
+    The cache holds `self.cached` tokens. Each round it is rolled back to the longest prefix the context still
+    shares (everything after the first rejected draft goes), the missing tokens are fed in one pass, and then the
+    gamma drafts are sampled one forward pass each. vocab_size may exceed the model's own (q = 0 on the extra ids).
+    Between `begin` calls, each context must extend the previous one (as the engine's do).
+    """
+
+    def __init__(self, model: CausalLM, vocab_size: int | None = None, name: str | None = None):
+        self.model = model
+        self.vocab_size = vocab_size or model.vocab_size
+        if self.vocab_size < model.vocab_size:
+            raise ValueError(
+                f"the draft's vocabulary ({model.vocab_size}) is larger than the target's ({self.vocab_size})"
+            )
+        self.name = name or model.name
+        self.cached: list[int] = []
+        self._synced = 0  # cached[:_synced] is known to equal the context of the last call
+
+    def begin(self, prompt_ids: list[int]) -> None:
+        self.model.rollback(0)
+        self.cached = []
+        if len(prompt_ids) > 1:
+            self._feed(prompt_ids[:-1])
+        self._synced = len(self.cached)
+
+    def _feed(self, tokens: list[int]) -> torch.Tensor:
+        """Append tokens to the cache -> the logits row after the last of them, [V] padded to self.vocab_size."""
+        logits = self.model.extend(torch.tensor(tokens, dtype=torch.int64))[-1]
+        self.cached.extend(tokens)
+        pad = self.vocab_size - logits.shape[-1]
+        return torch.nn.functional.pad(logits, (0, pad), value=-torch.inf) if pad else logits
+
+    def propose(
+        self, context: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator | None
+    ) -> Proposal:
+        room = self.model.max_length - len(context) if self.model.max_length else gamma
+        gamma = min(gamma, room)
+        if gamma <= 0:
+            return Proposal.empty(self.vocab_size)
+        # The longest common prefix of the cache and context[:-1] (at least one token must be fed for fresh logits).
+        limit = min(len(self.cached), len(context) - 1)
+        keep = min(self._synced, limit)
+        while keep < limit and self.cached[keep] == context[keep]:
+            keep += 1
+        self.model.rollback(keep)
+        del self.cached[keep:]
+
+        logits = self._feed(context[keep:])
+        self._synced = len(context)
+        tokens, rows = [], []
+        for i in range(gamma):
+            q = adjust(logits, sampling)  # [V]
+            token = int(sample(q, generator))
+            tokens.append(token)
+            rows.append(q)
+            if i + 1 < gamma:
+                logits = self._feed([token])
+        return Proposal(torch.tensor(tokens, dtype=torch.int64), torch.stack(rows), forward_passes=gamma)

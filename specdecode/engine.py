@@ -1,0 +1,272 @@
+"""The loop (paper 2.1): draft gamma tokens, verify them in ONE target pass, keep the accepted prefix plus one
+corrected or bonus token, roll the caches back, repeat.
+
+Cache invariant: before every round the target has seen every token of the context except the last one. A round
+feeds [last token, d_1 .. d_g] (g + 1 tokens, one forward pass) and gets the g + 1 rows of p it needs; after n
+drafts are accepted it rolls back to keep [last, d_1 .. d_n], and the new last token is the corrected or bonus one.
+Plain decoding is the same loop with g = 0.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+
+from .analysis import alpha_from_stats
+from .drafts.base import Draft, Proposal
+from .drafts.model import ModelDraft
+from .models.base import CausalLM
+from .rule import verify
+from .sampling import SamplingConfig, adjust
+
+StopReason = Literal["length", "stop_token", "context"]
+
+
+@dataclass
+class Round:
+    """What one round did. `emitted` is what it added to the output (trimmed at max_new_tokens or a stop token)."""
+
+    drafted: list[int]
+    n_accepted: int
+    next_token: int  # the corrected token (after a rejection) or the bonus token (all drafts accepted)
+    emitted: list[int]
+
+    @property
+    def kind(self) -> Literal["corrected", "bonus"]:
+        return "bonus" if self.n_accepted == len(self.drafted) else "corrected"
+
+
+@dataclass
+class GenerationStats:
+    """Counters of one run. target_calls counts decoding passes (one per round); the prompt prefill is apart."""
+
+    gamma: int = 0  # the largest gamma any round used
+    rounds: int = 0
+    target_calls: int = 0
+    draft_calls: int = 0  # draft model forward passes (0 for model-free drafts)
+    tokens_drafted: int = 0
+    tokens_accepted: int = 0
+    rejections: int = 0  # rounds that ended with a rejected draft (the others ended with a bonus token)
+    new_tokens: int = 0
+    tested_at: list[int] = field(default_factory=list)  # per draft position: how often the rule looked at it
+    accepted_at: list[int] = field(default_factory=list)  # per draft position: how often it was accepted
+    accepted_per_round: list[int] = field(default_factory=list)
+    seconds: float = 0.0  # wall clock of the whole run, prefill included
+    prefill_seconds: float = 0.0
+    target_seconds: float = 0.0  # time in target decoding passes
+    draft_seconds: float = 0.0  # time in draft proposals
+
+    @property
+    def alpha(self) -> float | None:
+        """Measured acceptance rate (see `analysis.alpha_from_stats`); None when no draft was ever judged."""
+        return alpha_from_stats(self) if self.tokens_accepted + self.rejections else None
+
+    @property
+    def tokens_per_target_call(self) -> float:
+        return self.new_tokens / self.target_calls if self.target_calls else 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.new_tokens / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def acceptance_by_position(self) -> list[float | None]:
+        return [a / t if t else None for a, t in zip(self.accepted_at, self.tested_at, strict=True)]
+
+    @property
+    def draft_cost(self) -> float | None:
+        """Measured c: time of one draft forward pass over time of one target decoding pass."""
+        if not self.draft_calls or not self.target_calls or not self.target_seconds:
+            return None
+        return (self.draft_seconds / self.draft_calls) / (self.target_seconds / self.target_calls)
+
+    def record(self, proposal: Proposal, n_accepted: int) -> None:
+        g = len(proposal.tokens)
+        self.rounds += 1
+        self.target_calls += 1
+        self.draft_calls += proposal.forward_passes
+        self.tokens_drafted += g
+        self.tokens_accepted += n_accepted
+        self.rejections += int(n_accepted < g)
+        self.gamma = max(self.gamma, g)
+        if len(self.tested_at) < g:
+            grow = g - len(self.tested_at)
+            self.tested_at += [0] * grow
+            self.accepted_at += [0] * grow
+        for i in range(min(n_accepted + 1, g)):
+            self.tested_at[i] += 1
+        for i in range(n_accepted):
+            self.accepted_at[i] += 1
+        self.accepted_per_round.append(n_accepted)
+
+    def as_dict(self) -> dict:
+        return {
+            "new_tokens": self.new_tokens, "rounds": self.rounds, "target_calls": self.target_calls,
+            "draft_calls": self.draft_calls, "tokens_drafted": self.tokens_drafted,
+            "tokens_accepted": self.tokens_accepted, "rejections": self.rejections, "alpha": self.alpha,
+            "tokens_per_target_call": self.tokens_per_target_call, "acceptance_by_position":
+            self.acceptance_by_position, "seconds": self.seconds, "tokens_per_second": self.tokens_per_second,
+            "prefill_seconds": self.prefill_seconds, "target_seconds": self.target_seconds,
+            "draft_seconds": self.draft_seconds, "draft_cost": self.draft_cost, "gamma": self.gamma,
+        }
+
+
+@dataclass
+class GenerationResult:
+    new_tokens: list[int]
+    stats: GenerationStats
+    stop_reason: StopReason
+    rounds: list[Round]
+
+
+class Generation:
+    """One decoding run. Iterate it to get each `Round` as it happens (for streaming); or call `run()`.
+
+    Arguments are checked when it is built, so bad input fails before any model work.
+    """
+
+    def __init__(
+        self,
+        target: CausalLM,
+        draft: Draft | CausalLM | None,
+        prompt_ids: Sequence[int] | torch.Tensor,
+        max_new_tokens: int,
+        gamma: int = 5,
+        sampling: SamplingConfig | None = None,
+        seed: int | None = None,
+        stop_token_ids: Sequence[int] = (),
+    ):
+        self.prompt = _check_prompt(prompt_ids, target)
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+        if draft is not None and not hasattr(draft, "propose"):  # (cheaper than isinstance on a Protocol)
+            if not isinstance(draft, CausalLM):
+                raise ValueError(f"draft must be a Draft or a CausalLM, got {type(draft).__name__}")
+            draft = ModelDraft(draft)  # a bare model drafts by sampling from its own q
+        if draft is not None:
+            if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
+                raise ValueError(f"gamma (drafts per round) must be an integer >= 1, got {gamma!r}")
+            if draft.vocab_size != target.vocab_size:
+                raise ValueError(
+                    f"target and draft vocabularies differ in size: target {target.vocab_size}, "
+                    f"draft {draft.vocab_size}"
+                )
+        self.target, self.draft = target, draft
+        self.max_new_tokens = max_new_tokens
+        self.gamma = gamma if draft is not None else 0
+        self.sampling = sampling if sampling is not None else SamplingConfig()
+        if not isinstance(self.sampling, SamplingConfig):
+            raise ValueError(f"sampling must be a SamplingConfig, got {type(self.sampling).__name__}")
+        self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        self.stop_token_ids = frozenset(int(t) for t in stop_token_ids)
+        self.new_tokens: list[int] = []
+        self.stats = GenerationStats()
+        self.stop_reason: StopReason = "length"
+
+    def __iter__(self) -> Iterator[Round]:
+        start = time.perf_counter()
+        target, draft, stats = self.target, self.draft, self.stats
+        context = list(self.prompt)
+        target.rollback(0)
+        if len(context) > 1:
+            target.extend(torch.tensor(context[:-1], dtype=torch.int64))
+        if draft is not None:
+            draft.begin(context)
+        stats.prefill_seconds = time.perf_counter() - start
+        empty = Proposal.empty(target.vocab_size)
+        try:
+            while len(self.new_tokens) < self.max_new_tokens:
+                room = target.max_length - len(context) if target.max_length else self.max_new_tokens
+                if room < 0:
+                    self.stop_reason = "context"
+                    break
+                # Never draft past what the output or the context window can still take.
+                gamma = min(self.gamma, self.max_new_tokens - len(self.new_tokens) - 1, room)
+                t0 = time.perf_counter()
+                proposal = draft.propose(context, gamma, self.sampling, self.generator) if gamma > 0 else empty
+                t1 = time.perf_counter()
+                drafted = proposal.tokens.tolist()
+                logits = target.extend(torch.tensor([context[-1], *drafted], dtype=torch.int64))  # [g+1, V]
+                p = adjust(logits, self.sampling)
+                n, token = verify(p[None], proposal.probs[None].to(p.dtype), proposal.tokens[None], self.generator)
+                n_accepted, next_token = int(n), int(token)
+                target.rollback(target.length - len(drafted) + n_accepted)
+                stats.target_seconds += time.perf_counter() - t1
+                stats.draft_seconds += t1 - t0
+                stats.record(proposal, n_accepted)
+
+                emitted = self._emit([*drafted[:n_accepted], next_token])
+                context += emitted
+                yield Round(drafted, n_accepted, next_token, emitted)
+                if self.stop_reason == "stop_token":
+                    break
+        finally:
+            stats.new_tokens = len(self.new_tokens)
+            stats.seconds = time.perf_counter() - start
+
+    def _emit(self, tokens: list[int]) -> list[int]:
+        """Append a round's tokens to the output, trimmed at max_new_tokens and after the first stop token."""
+        tokens = tokens[: self.max_new_tokens - len(self.new_tokens)]
+        for i, t in enumerate(tokens):
+            if t in self.stop_token_ids:
+                tokens = tokens[: i + 1]
+                self.stop_reason = "stop_token"
+                break
+        self.new_tokens += tokens
+        return tokens
+
+    def run(self) -> GenerationResult:
+        rounds = list(self)
+        return GenerationResult(self.new_tokens, self.stats, self.stop_reason, rounds)
+
+
+def generate(
+    target: CausalLM,
+    draft: Draft | CausalLM,
+    prompt_ids: Sequence[int] | torch.Tensor,
+    max_new_tokens: int,
+    gamma: int = 5,
+    sampling: SamplingConfig | None = None,
+    seed: int | None = None,
+    stop_token_ids: Sequence[int] = (),
+) -> GenerationResult:
+    """Speculative decoding: the output is distributed exactly as `generate_plain`'s (greedy: the same tokens)."""
+    return Generation(target, draft, prompt_ids, max_new_tokens, gamma, sampling, seed, stop_token_ids).run()
+
+
+def generate_plain(
+    target: CausalLM,
+    prompt_ids: Sequence[int] | torch.Tensor,
+    max_new_tokens: int,
+    sampling: SamplingConfig | None = None,
+    seed: int | None = None,
+    stop_token_ids: Sequence[int] = (),
+) -> GenerationResult:
+    """Ordinary decoding, one target pass per token, through the same loop and sampling: the honest baseline."""
+    return Generation(target, None, prompt_ids, max_new_tokens, 0, sampling, seed, stop_token_ids).run()
+
+
+def _check_prompt(prompt_ids: Sequence[int] | torch.Tensor, target: CausalLM) -> list[int]:
+    if isinstance(prompt_ids, torch.Tensor):
+        if prompt_ids.dim() != 1 or prompt_ids.dtype.is_floating_point:
+            raise ValueError(f"prompt_ids must be a 1-D integer tensor, got shape {tuple(prompt_ids.shape)} "
+                             f"of {prompt_ids.dtype}")
+        prompt = prompt_ids.tolist()
+    elif isinstance(prompt_ids, str | bytes) or not all(isinstance(t, int) for t in prompt_ids):
+        raise ValueError("prompt_ids must be a list of token ids (ints) or a 1-D tensor; encode text first")
+    else:
+        prompt = [int(t) for t in prompt_ids]
+    if not prompt:
+        raise ValueError("the prompt is empty: give at least one token")
+    bad = [t for t in prompt if not 0 <= t < target.vocab_size]
+    if bad:
+        raise ValueError(f"prompt token id {bad[0]} is outside the vocabulary [0, {target.vocab_size})")
+    if target.max_length is not None and len(prompt) >= target.max_length:
+        raise ValueError(
+            f"the prompt ({len(prompt)} tokens) does not fit the target's context window ({target.max_length})"
+        )
+    return prompt

@@ -1,0 +1,84 @@
+"""The speculative sampling rule (paper 2.3), batched and pure.
+
+The words used everywhere in specdecode:
+
+    target     the model whose output distribution must be reproduced exactly; its adjusted list is p
+    draft      the cheap guesser; its adjusted list is q (a deterministic draft has a one-hot q)
+    gamma      how many tokens the draft proposes in a round
+    accepted   the leading drafted tokens the rule keeps; a drafted x is kept with probability min(1, p(x) / q(x))
+    rejected   the first drafted token the rule does not keep (drafts after it are discarded unseen)
+    corrected  the token drawn from norm(max(0, p - q)) at the rejected position
+    bonus      the token drawn from the target's last row when all gamma drafts were accepted
+
+Every round thus yields n_accepted + 1 tokens: the accepted drafts, then one corrected or bonus token.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .sampling import sample
+
+
+def keep_probability(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """min(1, p / q) elementwise, [..., V] -> [..., V]; 1 where q = 0 (a token the draft never proposes)."""
+    return torch.where(q > 0, torch.clamp(p / torch.where(q > 0, q, 1), max=1), torch.ones_like(p))
+
+
+def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """norm(max(0, p - q)) over the last dimension, [..., V] -> [..., V].
+
+    Where nothing is left (p <= q everywhere, i.e. p == q up to rounding, so a rejection had probability ~0),
+    the row falls back to p, which is then the exact conditional anyway.
+    """
+    left = torch.clamp(p - q, min=0)
+    mass = left.sum(dim=-1, keepdim=True)
+    return torch.where(mass > 0, left / torch.where(mass > 0, mass, 1), p)
+
+
+def output_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """The rule's analytic distribution of its output token, [..., V] -> [..., V]:
+    q(x) keep(x) + P(reject) p'(x), with P(reject) = sum_x q(x) (1 - keep(x)) and p' = residual(p, q).
+
+    The paper's theorem says this equals p; the tests check it does, numerically.
+    """
+    keep = keep_probability(p, q)
+    rejected = (q * (1 - keep)).sum(dim=-1, keepdim=True)
+    return q * keep + rejected * residual(p, q)
+
+
+def verify(
+    target_probs: torch.Tensor,  # [B, gamma + 1, V]  p at each drafted position, then the bonus position
+    draft_probs: torch.Tensor,  # [B, gamma, V]       q the drafted tokens were sampled from
+    draft_tokens: torch.Tensor,  # [B, gamma] int64
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run the rule on a batch of rounds -> (n_accepted [B] int64, next_token [B] int64).
+
+    next_token is the corrected token at the first rejected position, or the bonus token drawn from the last row of
+    target_probs when all gamma drafts were accepted. gamma may be 0 (then it is a plain draw from p).
+    Rows need not sum to 1 exactly: both p and q are renormalised first.
+    """
+    batch, gamma = draft_tokens.shape
+    if target_probs.shape[:2] != (batch, gamma + 1) or draft_probs.shape[:2] != (batch, gamma):
+        raise ValueError(
+            f"verify: shapes do not agree: target_probs {tuple(target_probs.shape)}, draft_probs "
+            f"{tuple(draft_probs.shape)}, draft_tokens {tuple(draft_tokens.shape)} "
+            "(expected [B, gamma+1, V], [B, gamma, V], [B, gamma])"
+        )
+    p = target_probs / target_probs.sum(dim=-1, keepdim=True)  # [B, gamma+1, V]
+    q = draft_probs.to(p.dtype)
+    q = q / q.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(p.dtype).tiny)  # [B, gamma, V]
+
+    index = draft_tokens.unsqueeze(-1)
+    p_drafted = p[:, :gamma].gather(-1, index).squeeze(-1)  # [B, gamma]
+    q_drafted = q.gather(-1, index).squeeze(-1)  # [B, gamma]
+    u = torch.rand((batch, gamma), generator=generator, dtype=p.dtype, device=p.device)  # [B, gamma] in [0, 1)
+    accepted = u * q_drafted < p_drafted  # probability exactly min(1, p/q); never when p(x) = 0
+    n_accepted = accepted.to(torch.int64).cumprod(dim=1).sum(dim=1)  # [B]: the leading run of accepts
+
+    # A zero row after the last draft makes the bonus draw the same code path: residual(p, 0) = p.
+    q_padded = torch.cat([q, q.new_zeros(batch, 1, q.shape[-1])], dim=1)  # [B, gamma+1, V]
+    rows = torch.arange(batch, device=p.device)
+    next_token = sample(residual(p[rows, n_accepted], q_padded[rows, n_accepted]), generator)  # [B]
+    return n_accepted, next_token

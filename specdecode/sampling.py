@@ -1,0 +1,86 @@
+"""Standardized sampling (paper 2.2): every decoding setting is "adjust the probability list, then draw from it".
+
+`adjust` is the only place in the project that turns logits into probabilities. The target's list p and the draft's
+list q both come from it with the same `SamplingConfig`, so top-k / top-p / temperature can never be applied to one
+side and not the other.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How a row of logits becomes the adjusted probability list.
+
+    temperature: 0 means greedy (a point mass on the arg-max, ties to the lowest token id); otherwise logits / T.
+    top_k: keep the k most likely tokens (ties with the k-th are kept too); None keeps all.
+    top_p: keep the smallest most-likely set whose mass reaches top_p (nucleus); None keeps all.
+    """
+
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+
+    def __post_init__(self) -> None:
+        t = self.temperature
+        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t < 0:
+            raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {t!r}")
+        if self.top_k is not None and (isinstance(self.top_k, bool) or not isinstance(self.top_k, int)
+                                       or self.top_k < 1):
+            raise ValueError(f"top_k must be an integer >= 1 or None, got {self.top_k!r}")
+        p = self.top_p
+        if p is not None and (isinstance(p, bool) or not isinstance(p, int | float) or not 0 < p <= 1):
+            raise ValueError(f"top_p must be in (0, 1] or None, got {p!r}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def describe(self) -> str:
+        if self.greedy:
+            return "greedy"
+        parts = [f"temperature {self.temperature:g}"]
+        if self.top_k is not None:
+            parts.append(f"top-k {self.top_k}")
+        if self.top_p is not None:
+            parts.append(f"top-p {self.top_p:g}")
+        return ", ".join(parts)
+
+
+GREEDY = SamplingConfig(temperature=0.0)
+
+
+def adjust(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:
+    """Logits [..., V] -> adjusted probabilities [..., V] (float32, or float64 for float64 input), rows summing to 1.
+
+    Order as in transformers: temperature, then top-k, then top-p on the tempered list.
+    """
+    dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
+    logits = logits.to(dtype)
+    if config.greedy:
+        return torch.nn.functional.one_hot(logits.argmax(dim=-1), logits.shape[-1]).to(dtype)
+    logits = logits / config.temperature
+    if config.top_k is not None and config.top_k < logits.shape[-1]:
+        kth = torch.topk(logits, config.top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, -math.inf)
+    probs = torch.softmax(logits, dim=-1)
+    if config.top_p is not None and config.top_p < 1:
+        sorted_probs, order = torch.sort(probs, dim=-1, descending=True, stable=True)
+        mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
+        drop_sorted = mass_before >= config.top_p  # the token that crosses top_p is kept
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        probs = probs.masked_fill(drop, 0.0)
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    return probs
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Draw one token per row: probs [..., V] (need not sum to 1 exactly) -> token ids [...] (int64)."""
+    flat = probs.reshape(-1, probs.shape[-1])
+    tokens = torch.multinomial(flat, 1, generator=generator).squeeze(-1)
+    return tokens.reshape(probs.shape[:-1])

@@ -1,0 +1,93 @@
+"""The seed's toy models: two bigram models over an eight-word vocabulary, and the worked example as data.
+
+The target is a bigram table (each next word depends only on the previous one); the draft is the same table
+mixed with noise, "deliberately a bit off", so that sum_x min(p, q) >= 0.85 in every row: it agrees 85-100% of
+the time. Both satisfy the `CausalLM` protocol, so they run through exactly the engine real models use.
+"""
+
+from __future__ import annotations
+
+import torch
+
+WORDS = ("the", "cat", "dog", "fish", "sat", "ran", "on", "mat")
+
+# Hand-written preferences (row: previous word, column: next word) that read like a children's book.
+_PREFERENCES = torch.tensor([
+    #  the  cat  dog  fish  sat  ran   on  mat
+    [0.2, 3.0, 3.0, 1.5, 0.2, 0.2, 0.2, 2.0],  # the
+    [0.5, 0.1, 0.3, 0.3, 3.0, 2.0, 0.5, 0.1],  # cat
+    [0.5, 0.3, 0.1, 0.2, 2.0, 3.0, 0.5, 0.1],  # dog
+    [0.5, 0.2, 0.2, 0.1, 1.0, 1.0, 0.5, 0.1],  # fish
+    [0.5, 0.1, 0.1, 0.1, 0.1, 0.1, 4.0, 0.1],  # sat
+    [1.0, 0.1, 0.1, 0.1, 0.1, 0.1, 3.0, 0.1],  # ran
+    [4.0, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.5],  # on
+    [2.0, 0.2, 0.2, 0.2, 0.5, 0.5, 1.0, 0.1],  # mat
+], dtype=torch.float64)
+
+DRAFT_NOISE = 0.15  # q = (1 - 0.15) p + 0.15 r  =>  sum_x min(p, q) >= 0.85 in every row
+
+# The worked example of paper 2.3.
+EXAMPLE_WORDS = ("cat", "dog", "fish")
+EXAMPLE_P = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
+EXAMPLE_Q = torch.tensor([0.6, 0.2, 0.2], dtype=torch.float64)
+
+
+class BigramLM:
+    """A bigram table as a `CausalLM`: logits [k, V] = log table[tokens]. The 'cache' is just a length."""
+
+    max_length = None
+
+    def __init__(self, table: torch.Tensor, name: str):
+        self.table = table  # [V, V], rows sum to 1
+        self.log_table = table.log().to(torch.float32)
+        self.vocab_size = table.shape[0]
+        self.name = name
+        self._length = 0
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    def extend(self, tokens: torch.Tensor) -> torch.Tensor:
+        self._length += len(tokens)
+        return self.log_table[tokens]
+
+    def rollback(self, length: int) -> None:
+        if not 0 <= length <= self._length:
+            raise ValueError(f"cannot roll back to {length}: the cache holds {self._length} tokens")
+        self._length = length
+
+
+class ToyTokenizer:
+    """Words <-> ids for the eight-word vocabulary (whitespace-separated)."""
+
+    def __init__(self, words: tuple[str, ...] = WORDS):
+        self.words = words
+        self.index = {w: i for i, w in enumerate(words)}
+
+    def encode(self, text: str) -> list[int]:
+        unknown = [w for w in text.split() if w not in self.index]
+        if unknown:
+            raise ValueError(f"unknown word {unknown[0]!r}: the toy vocabulary is {' '.join(self.words)}")
+        return [self.index[w] for w in text.split()]
+
+    def decode(self, ids: list[int]) -> str:
+        return " ".join(self.words[i] for i in ids)
+
+
+def bigram_tables(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(target table p, draft table q), each [8, 8] float64 with rows summing to 1."""
+    g = torch.Generator().manual_seed(seed)
+    jitter = torch.exp(0.25 * torch.randn(8, 8, generator=g, dtype=torch.float64))  # a seed-dependent variant
+    target = _PREFERENCES * jitter
+    noise = torch.rand(8, 8, generator=g, dtype=torch.float64) ** 2
+    target = target / target.sum(dim=1, keepdim=True)
+    noise = noise / noise.sum(dim=1, keepdim=True)
+    draft = (1 - DRAFT_NOISE) * target + DRAFT_NOISE * noise
+    return target, draft
+
+
+def bigram_pair(seed: int = 0) -> tuple[BigramLM, BigramLM]:
+    """(target, draft) toy bigram models of the seed's "Try it" figure."""
+    p, q = bigram_tables(seed)
+    return BigramLM(p, "toy-bigram-target"), BigramLM(q, "toy-bigram-draft")

@@ -1,0 +1,29 @@
+"""Shared helpers for the statistical tests."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+# Every statistical test runs at a fixed seed and fails when its p-value falls below this level.
+SIGNIFICANCE = 1e-3
+
+
+def chi_square_pvalue(observed: np.ndarray, expected_probs: np.ndarray, min_expected: float = 5.0) -> float:
+    """Pearson chi-square goodness of fit; cells with expected count < min_expected are pooled into one.
+
+    A cell with expected probability 0 that was observed makes the p-value 0 (an impossible outcome happened).
+    """
+    observed = np.asarray(observed, dtype=np.float64).ravel()
+    expected = np.asarray(expected_probs, dtype=np.float64).ravel() * observed.sum()
+    if np.any((expected == 0) & (observed > 0)):
+        return 0.0
+    small = expected < min_expected
+    obs = np.append(observed[~small], observed[small].sum())
+    exp = np.append(expected[~small], expected[small].sum())
+    keep = exp > 0
+    obs, exp = obs[keep], exp[keep]
+    if len(obs) < 2:
+        return 1.0
+    exp = exp * obs.sum() / exp.sum()  # remove float drift so the totals agree exactly
+    return float(stats.chisquare(obs, exp).pvalue)

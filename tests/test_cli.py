@@ -1,0 +1,73 @@
+"""The `specdecode` command: the seed's numbers as printed, toy generation, and one-line errors with exit status 2."""
+
+import subprocess
+import sys
+
+import pytest
+
+from specdecode.cli import main
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_analyze_prints_the_seed_numbers(capsys):
+    code, out, _ = run_cli(capsys, "analyze", "--alpha", "0.8", "--gamma", "5", "--c", "0.05",
+                           "--p", "0.5,0.3,0.2", "--q", "0.6,0.2,0.2")
+    assert code == 0
+    for text in ("(0.833, 1, 1)", "rejection        0.1", "(0, 1, 0)", "(0.5, 0.3, 0.2)  (equals p)",
+                 "sum min(p, q)              0.9", "alpha^(gamma+1) = 0.262", "target call  3.69",
+                 "speed-up                2.95x"):
+        assert text in out, text
+
+
+def test_analyze_free_draft_and_bigram_numbers(capsys):
+    _, out, _ = run_cli(capsys, "analyze", "--alpha", "0.8", "--gamma", "5", "--c", "0", "--c-hat", "0")
+    assert "speed-up                3.69x" in out and "extra arithmetic                 1.63x" in out
+    _, out, _ = run_cli(capsys, "analyze", "--alpha", "0.2", "--c", "0", "--max-gamma", "30")
+    assert "best gamma (1..30)" in out and "(1.25x)" in out
+    assert out.count("best") >= 2  # the table marks its best row too
+
+
+def test_generate_on_the_toy_pair_prints_text_and_stats(capsys):
+    code, out, _ = run_cli(capsys, "generate", "the cat", "--max-new-tokens", "30", "--seed", "1")
+    assert code == 0
+    text, stats = out.strip().splitlines()
+    assert text.startswith("the cat ") and len(text.split()) == 32
+    assert "30 new tokens in" in stats and "tokens per target call" in stats and "alpha" in stats
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["generate", "--gamma", "0"], "gamma"),
+    (["generate", "--temperature", "-1"], "temperature"),
+    (["generate", "--top-p", "1.5"], "top_p"),
+    (["generate", "--top-k", "0"], "top_k"),
+    (["generate", "--max-new-tokens", "-2"], "max_new_tokens"),
+    (["generate", ""], "empty"),
+    (["generate", "the zebra"], "unknown word"),
+    (["generate", "--gamma", "many"], "invalid int"),
+    (["generate", "--target", "nowhere"], "unknown target"),
+    (["analyze", "--alpha", "1.5"], "alpha"),
+    (["analyze", "--p", "0.5,0.6", "--q", "0.5,0.5"], "sum to 1"),
+    (["analyze", "--p", "0.5,0.5"], "both --p and --q"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(capsys, argv, message):
+    try:
+        code = main(argv)
+    except SystemExit as exit:  # argparse's own errors
+        code = exit.code
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and message in err and "Traceback" not in err
+
+
+def test_the_installed_command_runs():
+    done = subprocess.run([sys.executable, "-m", "specdecode", "analyze", "--gamma", "x"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    done = subprocess.run([sys.executable, "-m", "specdecode", "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "generate" in done.stdout and "analyze" in done.stdout

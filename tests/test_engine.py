@@ -1,0 +1,210 @@
+"""The loop (paper 2.1) on the toy bigram pair: exact sequence distributions, greedy identity, stats, bad input."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from conftest import SIGNIFICANCE, chi_square_pvalue
+
+from specdecode import (
+    Generation,
+    ModelDraft,
+    Proposal,
+    SamplingConfig,
+    expected_tokens,
+    generate,
+    generate_plain,
+)
+from specdecode.toy import WORDS, BigramLM, bigram_pair, bigram_tables
+
+V = len(WORDS)
+
+
+def exact_continuations(table: torch.Tensor, last: int, length: int, config: SamplingConfig) -> np.ndarray:
+    """P(w_1 .. w_length | last) under the adjusted target, by enumerating all V^length continuations."""
+    from specdecode import adjust
+
+    rows = adjust(table.log(), config).numpy()  # [V, V]: the adjusted next-word list after each word
+    probs = np.zeros([V] * length)
+    for seq in itertools.product(range(V), repeat=length):
+        prev, prob = last, 1.0
+        for w in seq:
+            prob *= rows[prev, w]
+            prev = w
+        probs[seq] = prob
+    return probs
+
+
+@pytest.mark.parametrize("config", [SamplingConfig(temperature=1.0), SamplingConfig(temperature=0.8, top_p=0.8)],
+                         ids=["temperature 1", "temperature 0.8 top-p 0.8"])
+@pytest.mark.parametrize("gamma", [1, 3, 7])
+def test_three_token_continuations_follow_the_target_exactly(config, gamma):
+    """Chi-square of 12,000 speculative runs against the exactly enumerated distribution over all 512 outcomes."""
+    target, draft = bigram_pair(seed=0)
+    prompt = [0, 1]  # "the cat"
+    expected = exact_continuations(target.table, prompt[-1], 3, config)
+    counts = np.zeros([V] * 3)
+    torch.manual_seed(gamma)
+    for _ in range(12_000):
+        counts[tuple(generate(target, draft, prompt, 3, gamma=gamma, sampling=config).new_tokens)] += 1
+    assert chi_square_pvalue(counts, expected) > SIGNIFICANCE
+
+
+def test_the_sequence_test_catches_a_draft_sampled_without_correction():
+    """Negative control: outputting the draft's own samples (no rule) is rejected by the same test."""
+    target, draft = bigram_pair(seed=0)
+    expected = exact_continuations(target.table, 1, 3, SamplingConfig())
+    counts = np.zeros([V] * 3)
+    torch.manual_seed(0)
+    for _ in range(12_000):
+        counts[tuple(generate_plain(draft, [0, 1], 3).new_tokens)] += 1
+    assert chi_square_pvalue(counts, expected) < SIGNIFICANCE
+
+
+@pytest.mark.parametrize("gamma", [1, 2, 4, 8])
+def test_greedy_speculative_output_is_identical_to_plain(gamma):
+    target, draft = bigram_pair(seed=3)
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        prompt = rng.integers(0, V, size=int(rng.integers(1, 6))).tolist()
+        plain = generate_plain(target, prompt, 30, sampling=SamplingConfig(0)).new_tokens
+        spec = generate(target, draft, prompt, 30, gamma=gamma, sampling=SamplingConfig(0))
+        assert spec.new_tokens == plain
+        assert len(plain) == 30
+
+
+def test_greedy_is_identical_even_with_a_poor_draft():
+    target = bigram_pair(seed=0)[0]
+    poor = BigramLM(torch.softmax(torch.randn(V, V, generator=torch.Generator().manual_seed(1)), -1), "poor")
+    for prompt in ([0], [1, 4], [7, 7, 2]):
+        plain = generate_plain(target, prompt, 25, sampling=SamplingConfig(0)).new_tokens
+        assert generate(target, poor, prompt, 25, gamma=4, sampling=SamplingConfig(0)).new_tokens == plain
+
+
+@pytest.mark.parametrize("gamma", [3, 5, 7])
+def test_tokens_per_target_call_matches_the_formula(gamma):
+    """A long run: measured tokens per target call within 2% of expected_tokens(measured alpha, gamma)."""
+    target, draft = bigram_pair(seed=0)
+    stats = generate(target, draft, [0], 30_000, gamma=gamma, seed=11).stats
+    assert stats.tokens_per_target_call == pytest.approx(expected_tokens(stats.alpha, gamma), rel=0.02)
+    assert 0.85 <= stats.alpha <= 1.0  # the draft agrees 85-100% of the time
+
+
+def test_toy_draft_agrees_85_to_100_percent_in_every_row():
+    p, q = bigram_tables(seed=0)
+    agreement = torch.minimum(p, q).sum(dim=1)
+    assert torch.all(agreement >= 0.85) and torch.all(agreement < 1.0)
+
+
+def test_stats_are_consistent():
+    target, draft = bigram_pair(seed=0)
+    result = generate(target, draft, [0], 200, gamma=4, seed=5)
+    s = result.stats
+    assert s.rounds == s.target_calls == len(result.rounds) == len(s.accepted_per_round)
+    assert s.tokens_accepted == sum(r.n_accepted for r in result.rounds)
+    assert s.tokens_drafted == sum(len(r.drafted) for r in result.rounds)
+    assert s.draft_calls == s.tokens_drafted  # one draft forward pass per drafted token
+    assert s.new_tokens == len(result.new_tokens) == 200 == sum(len(r.emitted) for r in result.rounds)
+    assert s.rejections == sum(r.kind == "corrected" for r in result.rounds)
+    assert s.tested_at[0] == s.rounds and s.accepted_at[0] <= s.tested_at[0]
+    assert all(1 <= len(r.emitted) <= len(r.drafted) + 1 for r in result.rounds)  # every round yields a token
+    assert s.tokens_per_target_call == pytest.approx(200 / s.target_calls)
+
+
+def test_plain_decoding_makes_one_target_call_per_token():
+    target, _ = bigram_pair()
+    s = generate_plain(target, [0], 50, seed=1).stats
+    assert s.target_calls == s.rounds == 50 and s.tokens_per_target_call == 1.0 and s.alpha is None
+
+
+def test_a_round_that_overshoots_is_trimmed_and_seeds_reproduce():
+    target, draft = bigram_pair()
+    for n in (0, 1, 2, 7, 13):
+        result = generate(target, draft, [0], n, gamma=5, seed=2)
+        assert len(result.new_tokens) == n
+    assert generate(target, draft, [0], 40, seed=9).new_tokens == generate(target, draft, [0], 40, seed=9).new_tokens
+
+
+def test_stop_tokens_end_the_output_after_the_stop_token():
+    target, draft = bigram_pair()
+    stop = WORDS.index("mat")
+    result = generate(target, draft, [0], 500, gamma=5, seed=4, stop_token_ids=[stop])
+    assert result.stop_reason == "stop_token"
+    assert result.new_tokens[-1] == stop and stop not in result.new_tokens[:-1]
+
+
+class _NoGuess:
+    """A draft that never proposes anything: every round is then a plain target step."""
+
+    name, vocab_size = "none", V
+
+    def begin(self, prompt_ids):
+        pass
+
+    def propose(self, context, gamma, sampling, generator):
+        return Proposal.empty(V)
+
+
+def test_a_draft_may_propose_nothing():
+    target, _ = bigram_pair()
+    result = generate(target, _NoGuess(), [0], 10, gamma=4, seed=1)
+    assert result.new_tokens == generate_plain(target, [0], 10, seed=1).new_tokens
+    assert result.stats.target_calls == 10
+
+
+def test_a_draft_model_with_a_smaller_vocabulary_is_padded_with_zero_probability():
+    p, _ = bigram_tables()
+    small = BigramLM(torch.softmax(torch.randn(6, 6, generator=torch.Generator().manual_seed(0)), -1), "small")
+
+    class Wide(BigramLM):  # accepts any target id, predicts over its own 6 words
+        def extend(self, tokens):
+            return super().extend(tokens.clamp(max=5))
+
+    draft = ModelDraft(Wide(small.table, "small"), vocab_size=V)
+    result = generate(BigramLM(p, "t"), draft, [0], 60, gamma=3, seed=0)
+    drafted = [t for r in result.rounds for t in r.drafted]
+    assert max(drafted) <= 5 and len(result.new_tokens) == 60
+
+
+def test_the_context_window_ends_generation():
+    target, draft = bigram_pair()
+    target.max_length = draft.max_length = 10
+    result = generate(target, draft, [0, 1, 4], 100, gamma=5, seed=0)
+    assert result.stop_reason == "context" and len(result.new_tokens) == 8  # 3 + 8 = 11 = window + one last token
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"gamma": 0}, "gamma"),
+    ({"gamma": -3}, "gamma"),
+    ({"max_new_tokens": -1}, "max_new_tokens"),
+    ({"prompt_ids": []}, "empty"),
+    ({"prompt_ids": [0, 99]}, "outside the vocabulary"),
+    ({"prompt_ids": "the cat"}, "token ids"),
+    ({"sampling": "greedy"}, "SamplingConfig"),
+])
+def test_bad_arguments_raise_clear_value_errors(kwargs, message):
+    target, draft = bigram_pair()
+    args = {"prompt_ids": [0], "max_new_tokens": 5, "gamma": 3} | kwargs
+    with pytest.raises(ValueError, match=message):
+        generate(target, draft, **args)
+
+
+def test_mismatched_vocabularies_are_refused():
+    target, _ = bigram_pair()
+    other = BigramLM(torch.full((5, 5), 0.2), "five words")
+    with pytest.raises(ValueError, match="vocabularies differ in size: target 8, draft 5"):
+        generate(target, other, [0], 5)
+
+
+def test_the_prompt_must_fit_the_context_window():
+    target, draft = bigram_pair()
+    target.max_length = 4
+    with pytest.raises(ValueError, match="context window"):
+        Generation(target, draft, [0, 1, 2, 3], 5)
+
+
+def test_a_prompt_tensor_is_accepted():
+    target, draft = bigram_pair()
+    a = generate(target, draft, torch.tensor([0, 1]), 10, seed=3).new_tokens
+    assert a == generate(target, draft, [0, 1], 10, seed=3).new_tokens
