@@ -59,20 +59,26 @@ class BigramLM:
 
 
 class ToyTokenizer:
-    """Words <-> ids for the eight-word vocabulary (whitespace-separated)."""
+    """Words <-> ids for the eight-word vocabulary (whitespace-separated); the `TextTokenizer` interface."""
+
+    stop_token_ids: list[int] = []
+    has_chat_template = False
 
     def __init__(self, words: tuple[str, ...] = WORDS):
         self.words = words
-        self.index = {w: i for i, w in enumerate(words)}
+        self.vocab = {w: i for i, w in enumerate(words)}
 
-    def encode(self, text: str) -> list[int]:
-        unknown = [w for w in text.split() if w not in self.index]
+    def encode(self, text: str, chat: bool = False) -> list[int]:
+        unknown = [w for w in text.split() if w not in self.vocab]
         if unknown:
             raise ValueError(f"unknown word {unknown[0]!r}: the toy vocabulary is {' '.join(self.words)}")
-        return [self.index[w] for w in text.split()]
+        return [self.vocab[w] for w in text.split()]
 
-    def decode(self, ids: list[int]) -> str:
-        return " ".join(self.words[i] for i in ids)
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        return "".join(self.piece(i) for i in ids)
+
+    def piece(self, token: int) -> str:
+        return " " + self.words[token]
 
 
 def bigram_tables(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

@@ -27,3 +27,28 @@ def chi_square_pvalue(observed: np.ndarray, expected_probs: np.ndarray, min_expe
         return 1.0
     exp = exp * obs.sum() / exp.sum()  # remove float drift so the totals agree exactly
     return float(stats.chisquare(obs, exp).pvalue)
+
+
+# --- the real default model (SmolLM2-135M-Instruct), loaded once per session ---------------------------------------
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def smollm2_fp32():
+    """The default target in float32 (bitwise-stable logits across pass sizes, for greedy identity tests)."""
+    from specdecode.load import load_target
+
+    return load_target(dtype="float32")
+
+
+@pytest.fixture(scope="session")
+def python_corpus(tmp_path_factory):
+    """A text corpus every machine has: the first modules of the Python standard library."""
+    import sysconfig
+    from pathlib import Path
+
+    files = sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))[:25]
+    path = tmp_path_factory.mktemp("corpus") / "stdlib.txt"
+    path.write_text("\n\n".join(f.read_text(encoding="utf-8", errors="ignore") for f in files), encoding="utf-8")
+    return path

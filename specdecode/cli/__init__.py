@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import analyze, generate
+from . import analyze, generate, ngram
 
-COMMANDS = (generate, analyze)
+COMMANDS = (generate, analyze, ngram)
 
 
 class UserError(Exception):
@@ -32,9 +32,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _join_two_word_drafts(argv: list[str]) -> list[str]:
+    """Accept `--draft bigram FILE` (two words) as `--draft bigram:FILE`, so the prompt is never taken for a FILE."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] == "--draft" and argv[i + 1:i + 2] in (["bigram"], ["unigram"]) \
+                and i + 2 < len(argv) and not argv[i + 2].startswith("-"):
+            out += ["--draft", f"{argv[i + 1]}:{argv[i + 2]}"]
+            i += 3
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_join_two_word_drafts(sys.argv[1:] if argv is None else list(argv)))
     try:
         return args.run(args) or 0
     except (UserError, ValueError) as error:

@@ -1,48 +1,139 @@
-"""`specdecode generate`: speculative decoding of a prompt, with the stats of the run."""
+"""`specdecode generate`: speculative decoding of one prompt, streamed, with the stats of the run."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 
+import torch
 from rich.console import Console
+from rich.markup import escape
 
-from ..engine import Generation
+from ..engine import Generation, GenerationStats
+from ..load import DRAFT_KINDS, ENGINES, Target, default_draft, load_draft, load_target
+from ..models.default import DEFAULT_TARGET
 from ..sampling import SamplingConfig
-from ..toy import ToyTokenizer, bigram_pair
+
+COLOURS = {"accepted": "green", "rejected": "strike dark_orange", "corrected": "blue", "bonus": "blue"}
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "generate",
-        help="generate text with speculative decoding and print the run's stats",
-        description="Generate a continuation of PROMPT with speculative decoding. The stats line compares target "
-        "calls with tokens produced. Example: specdecode generate --target toy 'the cat'",
+        help="generate text with speculative decoding, streamed, then print the run's stats",
+        description="Continue PROMPT with speculative decoding. By default the target is the embedded "
+        "SmolLM2-135M-Instruct, the prompt is sent through its chat template, and decoding is greedy. "
+        "The last line compares target calls with tokens produced.",
+        epilog="Examples: specdecode generate 'Write a haiku about tea.'   |   specdecode generate --show "
+        "--draft prompt-lookup 'Repeat this code and fix the bug: ...'   |   specdecode generate --target toy "
+        "'the cat' --temperature 1",
     )
-    p.add_argument("prompt", nargs="?", default="the", help="the text to continue (default: 'the')")
-    p.add_argument("--target", default="toy", help="the target model: 'toy' (the eight-word bigram pair)")
-    p.add_argument("--max-new-tokens", type=int, default=40, help="tokens to generate (default 40)")
+    p.add_argument("prompt", help="the prompt text")
+    p.add_argument("--target", default=DEFAULT_TARGET,
+                   help=f"'{DEFAULT_TARGET}' (default), 'toy', or a transformers model directory")
+    p.add_argument("--draft", default=None, metavar="DRAFT",
+                   help=f"one of: {', '.join(DRAFT_KINDS)} (default: prompt-lookup; toy for the toy target)")
     p.add_argument("--gamma", type=int, default=5, help="drafts per round, >= 1 (default 5)")
-    p.add_argument("--temperature", type=float, default=1.0, help="0 means greedy (default 1.0)")
-    p.add_argument("--top-k", type=int, default=None, help="keep the k most likely tokens")
-    p.add_argument("--top-p", type=float, default=None, help="nucleus sampling mass in (0, 1]")
-    p.add_argument("--seed", type=int, default=None, help="random seed for a reproducible run")
+    p.add_argument("--max-new-tokens", type=int, default=128, help="most tokens to generate (default 128)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default), else sampling temperature")
+    p.add_argument("--top-k", type=int, default=None, help="sample only from the k most likely tokens")
+    p.add_argument("--top-p", type=float, default=None, help="sample from the smallest set with this mass, (0, 1]")
+    p.add_argument("--seed", type=int, default=None, help="random seed, for a reproducible sampled run")
+    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"], help="weights dtype (bfloat16)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
+    p.add_argument("--engine", default="auto", choices=ENGINES, help="which implementation runs the models")
+    p.add_argument("--lookup-ngram", type=int, default=3, help="longest n-gram prompt lookup matches (default 3)")
+    p.add_argument("--raw", action="store_true", help="send the prompt as is, without the chat template")
+    p.add_argument("--show", action="store_true",
+                   help="colour each round: accepted drafts green, the rejected draft struck through in orange, "
+                   "the target's own token blue")
+    p.add_argument("--compare", action="store_true", help="also run plain decoding of the target and compare")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the stream")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.target != "toy":
-        raise ValueError(f"unknown target {args.target!r}: only 'toy' is available")
-    sampling = SamplingConfig(args.temperature, args.top_k, args.top_p)
-    tokenizer = ToyTokenizer()
-    target, draft = bigram_pair()
-    generation = Generation(target, draft, tokenizer.encode(args.prompt), args.max_new_tokens, args.gamma,
-                            sampling, args.seed)
-    result = generation.run()
+    sampling = SamplingConfig(args.temperature, args.top_k, args.top_p)  # validates before any loading
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads must be >= 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    if not args.prompt.strip():
+        raise ValueError("the prompt is empty")
+    target = load_target(args.target, args.dtype, args.engine)
+    draft_spec = args.draft or default_draft(target)
+    draft = load_draft(draft_spec, target, args.dtype, args.lookup_ngram)
+    draft_name = draft.name if draft is not None else "none"
+    prompt_ids = target.tokenizer.encode(args.prompt, chat=not args.raw)
+    stops = target.tokenizer.stop_token_ids
+    generation = Generation(target.model, draft, prompt_ids, args.max_new_tokens, args.gamma, sampling, args.seed,
+                            stops)
     console = Console(highlight=False, soft_wrap=True)
-    console.print(args.prompt + " " + tokenizer.decode(result.new_tokens))
-    s = result.stats
-    alpha = f"{s.alpha:.2f}" if s.alpha is not None else "n/a"
-    console.print(f"[dim]{s.new_tokens} new tokens in {s.target_calls} target calls "
-                  f"({s.tokens_per_target_call:.2f} tokens per target call), alpha {alpha}, "
-                  f"{s.tokens_per_second:.0f} tokens/s[/dim]")
+    if args.json:
+        generation.run()
+    else:
+        _stream(generation, target, console, args.show)
+    stats = generation.stats
+    report = {"text": target.tokenizer.decode(generation.new_tokens), "new_tokens": stats.new_tokens,
+              **_stats_fields(stats), "stop_reason": generation.stop_reason, "gamma": args.gamma,
+              "draft": draft_name, "target": target.name, "engine": target.engine, "dtype": args.dtype,
+              "threads": torch.get_num_threads(), "sampling": sampling.describe()}
+    if args.compare:
+        plain = Generation(target.model, None, prompt_ids, args.max_new_tokens, 0, sampling, args.seed, stops)
+        plain.run()
+        report |= {"plain_seconds": plain.stats.seconds, "plain_tokens_per_second": plain.stats.tokens_per_second,
+                   "speedup": stats.tokens_per_second / plain.stats.tokens_per_second
+                   if plain.stats.tokens_per_second else None}
+        if sampling.greedy:
+            report["identical_to_plain"] = plain.new_tokens == generation.new_tokens
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    console.print(_stats_line(report), style="dim", markup=False)
+    if args.compare:
+        same = {True: ", identical output", False: ", OUTPUT DIFFERS"}.get(report.get("identical_to_plain"), "")
+        console.print(f"plain decoding: {report['plain_tokens_per_second']:.1f} tokens/s; speculative "
+                      f"{report['tokens_per_second']:.1f} tokens/s = {report['speedup']:.2f}x{same}", style="dim")
     return 0
+
+
+def _stats_fields(stats: GenerationStats) -> dict:
+    return {k: v for k, v in stats.as_dict().items() if k != "gamma"}
+
+
+def _stats_line(r: dict) -> str:
+    alpha = f"{r['alpha']:.2f}" if r["alpha"] is not None else "n/a"
+    return (f"{r['new_tokens']} new tokens, {r['target_calls']} target calls, {r['tokens_per_target_call']:.2f} "
+            f"tokens per target call, alpha {alpha}, {r['tokens_per_second']:.1f} tokens/s "
+            f"[{r['target']} on {r['engine']}, draft {r['draft']}, gamma {r['gamma']}, {r['sampling']}]")
+
+
+def _stream(generation: Generation, target: Target, console: Console, show: bool) -> None:
+    """Print text as rounds are accepted: plain text, or each round coloured by what the rule did."""
+    tokenizer = target.tokenizer
+    if show:
+        console.print("[green]accepted draft[/] [strike dark_orange]rejected draft[/] [blue]target's own token "
+                      "(corrected or bonus)[/]", style="dim")
+    printed = ""
+    for rnd in generation:
+        if show:
+            n = rnd.n_accepted
+            parts = [(tokenizer.piece(t), "accepted") for t in rnd.drafted[:n]]
+            if n < len(rnd.drafted):
+                parts.append((tokenizer.piece(rnd.drafted[n]), "rejected"))
+            parts.append((tokenizer.piece(rnd.next_token), rnd.kind))
+            if len(rnd.emitted) <= n:  # the output ended inside this round's accepted drafts
+                parts = parts[: len(rnd.emitted)]
+            console.print("".join(f"[{COLOURS[kind]}]{escape(text)}[/]" for text, kind in parts), end="")
+        else:
+            # Print only what is new; hold back a trailing partial character until its last byte arrives.
+            text = tokenizer.decode(generation.new_tokens).rstrip("\ufffd")
+            if text.startswith(printed):
+                sys.stdout.write(text[len(printed):])
+                sys.stdout.flush()
+                printed = text
+    if not show:
+        text = tokenizer.decode(generation.new_tokens)
+        sys.stdout.write(text[len(printed):] if text.startswith(printed) else "\n" + text)
+    console.print()

@@ -1,0 +1,85 @@
+"""Any transformers `AutoModelForCausalLM` behind the `CausalLM` protocol, with its KV cache.
+
+extend(k tokens) is one forward pass with the cache kept; rollback crops the cache (transformers 5.x: `cache=`
+argument, `DynamicCache.crop(-n)` removes the last n tokens).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32, "fp32": torch.float32}
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise ValueError(f"unknown dtype {name!r}: choose bfloat16 or float32") from None
+
+
+class HFCausalLM:
+    """A transformers causal LM with a `DynamicCache`. Batch size 1; logits are returned as float32."""
+
+    def __init__(self, model, name: str | None = None):
+        from transformers import DynamicCache
+
+        self._cache_class = DynamicCache
+        self.model = model.eval()
+        self.config = model.config
+        self.name = name or getattr(self.config, "_name_or_path", None) or type(model).__name__
+        self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
+        self.max_length = getattr(self.config, "max_position_embeddings", None)
+        self.cache = DynamicCache(config=self.config)
+        self._length = 0
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+
+    @torch.inference_mode()
+    def extend(self, tokens: torch.Tensor) -> torch.Tensor:
+        out = self.model(input_ids=tokens.view(1, -1), cache=self.cache, use_cache=True)
+        self._length += tokens.numel()
+        return out.logits[0].float()  # [k, V]
+
+    def rollback(self, length: int) -> None:
+        if not 0 <= length <= self._length:
+            raise ValueError(f"cannot roll back to {length}: the cache holds {self._length} tokens")
+        if length == 0:
+            self.cache = self._cache_class(config=self.config)
+        elif length < self._length:
+            self.cache.crop(length - self._length)  # a negative count: remove that many from the end
+        self._length = length
+
+
+def load_hf_model(source: str | os.PathLike, dtype: torch.dtype = torch.bfloat16):
+    """(transformers model, tokenizer) from a local directory, or a hub id already in the local cache.
+
+    Never reaches for the network: a hub id must have been downloaded before.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # loading safetensors takes ~2 s: no bar needed
+    hf_logging.set_verbosity_error()
+    path = Path(source).expanduser()
+    local = path.is_dir()
+    if not local and (path.exists() or str(source).startswith((".", "/", "~"))):
+        raise ValueError(f"model path {str(source)!r} is not a directory with a transformers checkpoint")
+    where = str(path) if local else str(source)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype, local_files_only=True)
+    except (OSError, ValueError, KeyError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f"cannot load model {str(source)!r} (a local directory or a hub id already in the "
+                         f"local cache; nothing is downloaded): {first}") from None
+    return model, tokenizer
