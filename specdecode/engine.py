@@ -173,7 +173,7 @@ class Generation:
         context = list(self.prompt)
         target.rollback(0)
         if len(context) > 1:
-            target.extend(torch.tensor(context[:-1], dtype=torch.int64))
+            target.extend(torch.tensor(context[:-1], dtype=torch.int64), keep=1)  # logits unused
         if draft is not None:
             draft.begin(context)
         stats.prefill_seconds = time.perf_counter() - start

@@ -1,13 +1,16 @@
 """From names on a command line (or in an API request) to a ready target, tokenizer and draft.
 
     target: "smollm2" (the embedded default), "toy" (the eight-word bigram pair), a transformers directory, or a hub
-            id already in the local cache
+            id already in the local cache (nothing is ever downloaded)
     draft:  "prompt-lookup", "bigram FILE", "unigram FILE", "none", "toy", or a transformers directory / cached id
+    engine: "native" (specdecode's Llama-family path) where the architecture allows, else "transformers"
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from .drafts.base import Draft
 from .drafts.model import ModelDraft
@@ -16,10 +19,11 @@ from .drafts.prompt_lookup import PromptLookupDraft
 from .models.base import CausalLM
 from .models.default import DEFAULT_TARGET, default_model_dir
 from .models.hf import HFCausalLM, load_hf_model, parse_dtype
+from .models.native import UnsupportedModel, load_native
 from .tokenizer import TextTokenizer, check_compatible
 from .toy import ToyTokenizer, bigram_pair
 
-ENGINES = ("auto", "transformers")
+ENGINES = ("auto", "native", "transformers")
 DRAFT_KINDS = ("prompt-lookup", "bigram FILE (or bigram:FILE)", "unigram FILE", "none", "toy", "a model directory")
 
 
@@ -27,41 +31,103 @@ DRAFT_KINDS = ("prompt-lookup", "bigram FILE (or bigram:FILE)", "unigram FILE", 
 class Target:
     model: CausalLM
     tokenizer: TextTokenizer | ToyTokenizer
-    engine: str  # which implementation runs it: "toy" or "transformers"
+    engine: str  # which implementation runs it: "toy", "native" or "transformers"
     name: str
+    source: Path | None = None  # the checkpoint directory
+    dtype: str = "bfloat16"
+    _hf: object = field(default=None, repr=False)
+
+    def transformers_model(self):
+        """The same checkpoint as a transformers model (for transformers' own generate() in benches)."""
+        if self._hf is None:
+            self._hf = self.model.model if isinstance(self.model, HFCausalLM) else \
+                load_hf_model(self.source, parse_dtype(self.dtype))[0]
+        return self._hf
+
+
+def resolve_checkpoint(name: str | Path) -> Path:
+    """A local checkpoint directory for a name: the default model, a directory, or a hub id in the local cache."""
+    if str(name) == DEFAULT_TARGET:
+        return default_model_dir()
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ValueError(f"{str(name)!r} has no config.json: not a transformers checkpoint directory")
+        return path
+    if path.exists() or str(name).startswith((".", "/", "~")):
+        raise ValueError(f"model path {str(name)!r} is not a directory with a transformers checkpoint")
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(str(name), local_files_only=True))
+    except Exception:  # any failure means: not in the local cache
+        raise ValueError(f"cannot load model {str(name)!r}: not a local directory and not in the Hugging Face "
+                         "cache (nothing is downloaded)") from None
+
+
+def _tokenizer(directory: Path) -> TextTokenizer:
+    from transformers import AutoTokenizer
+
+    try:
+        hf = AutoTokenizer.from_pretrained(directory, local_files_only=True)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"cannot load the tokenizer in {str(directory)!r}: {_first_line(error)}") from None
+    eos = None
+    generation = directory / "generation_config.json"
+    if generation.is_file():
+        eos = json.loads(generation.read_text()).get("eos_token_id")
+    return TextTokenizer(hf, eos)
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def load_model(directory: Path, dtype: str, engine: str, name: str, for_draft: bool = False) -> tuple[CausalLM, str]:
+    """(model, engine that runs it). auto = native where the architecture allows, else transformers."""
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
+    torch_dtype = parse_dtype(dtype)
+    if engine in ("auto", "native"):
+        try:
+            # A draft's single-token passes need no batch invariance (q may vary freely): skip the 2-row padding.
+            model = load_native(directory, torch_dtype, name=name)
+            model.batch_invariant = not for_draft
+            return model, "native"
+        except UnsupportedModel as error:
+            if engine == "native":
+                raise ValueError(f"--engine native cannot run {name}: {error} (use --engine transformers)") from None
+    return HFCausalLM(load_hf_model(directory, torch_dtype)[0], name), "transformers"
 
 
 def load_target(name: str = DEFAULT_TARGET, dtype: str = "bfloat16", engine: str = "auto") -> Target:
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
-    torch_dtype = parse_dtype(dtype)
+    parse_dtype(dtype)
     if name == "toy":
         return Target(bigram_pair()[0], ToyTokenizer(), "toy", "toy")
-    path = default_model_dir() if name == DEFAULT_TARGET else name
-    model, hf_tokenizer = load_hf_model(path, torch_dtype)
-    tokenizer = TextTokenizer(hf_tokenizer, getattr(model.generation_config, "eos_token_id", None))
-    display = "SmolLM2-135M-Instruct" if name == DEFAULT_TARGET else name
-    return Target(HFCausalLM(model, display), tokenizer, "transformers", display)
+    directory = resolve_checkpoint(name)
+    display = "SmolLM2-135M-Instruct" if name == DEFAULT_TARGET else str(name)
+    tokenizer = _tokenizer(directory)
+    model, used = load_model(directory, dtype, engine, display)
+    return Target(model, tokenizer, used, display, directory, dtype)
 
 
 def load_tokenizer(name: str = DEFAULT_TARGET) -> tuple[TextTokenizer, int]:
     """(tokenizer, vocabulary size) of a target, without loading its weights."""
-    from transformers import AutoConfig, AutoTokenizer
-
-    path = default_model_dir() if name == DEFAULT_TARGET else name
-    try:
-        hf = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        vocab_size = AutoConfig.from_pretrained(path, local_files_only=True).vocab_size
-    except (OSError, ValueError) as error:
-        raise ValueError(f"cannot load the tokenizer of {str(name)!r}: {str(error).strip().splitlines()[0]}") from None
-    return TextTokenizer(hf), max(vocab_size, len(hf))
+    directory = resolve_checkpoint(name)
+    tokenizer = _tokenizer(directory)
+    vocab_size = json.loads((directory / "config.json").read_text()).get("vocab_size", 0)
+    return tokenizer, max(vocab_size, len(tokenizer.hf))
 
 
 def default_draft(target: Target) -> str:
     return "toy" if target.engine == "toy" else "prompt-lookup"
 
 
-def load_draft(spec: str | list[str], target: Target, dtype: str = "bfloat16", lookup_ngram: int = 3) -> Draft | None:
+def load_draft(spec: str | list[str], target: Target, dtype: str = "bfloat16", lookup_ngram: int = 3,
+               engine: str = "auto") -> Draft | None:
     """The draft named by spec ("kind", "kind:FILE" or [kind, FILE]); None for plain decoding."""
     if isinstance(spec, str):
         head, sep, rest = spec.partition(":")
@@ -73,7 +139,7 @@ def load_draft(spec: str | list[str], target: Target, dtype: str = "bfloat16", l
     kind, arg = parts[0], (parts[1] if len(parts) == 2 else None)
     vocab_size = target.model.vocab_size
     if kind in ("unigram", "bigram"):
-        if arg is None:
+        if not arg:
             raise ValueError(f"--draft {kind} needs the table file: --draft {kind} FILE")
         table = NgramTable.load(arg)
         if isinstance(target.tokenizer, TextTokenizer) and table.tokenizer != target.tokenizer.fingerprint():
@@ -91,7 +157,9 @@ def load_draft(spec: str | list[str], target: Target, dtype: str = "bfloat16", l
         return ModelDraft(bigram_pair()[1])
     if target.engine == "toy":
         raise ValueError("the toy target takes the drafts toy, prompt-lookup or none")
-    model, hf_tokenizer = load_hf_model(kind, parse_dtype(dtype))
-    draft = HFCausalLM(model, kind)
-    check_compatible(target.tokenizer, TextTokenizer(hf_tokenizer), vocab_size, draft.vocab_size)
-    return ModelDraft(draft, vocab_size=vocab_size, name=kind)
+    directory = resolve_checkpoint(kind)
+    draft_tokenizer = _tokenizer(directory)
+    config_vocab = json.loads((directory / "config.json").read_text()).get("vocab_size", len(draft_tokenizer.hf))
+    check_compatible(target.tokenizer, draft_tokenizer, vocab_size, config_vocab)
+    model, _ = load_model(directory, dtype, engine, str(kind), for_draft=True)
+    return ModelDraft(model, vocab_size=vocab_size, name=str(kind))

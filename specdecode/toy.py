@@ -48,9 +48,9 @@ class BigramLM:
     def length(self) -> int:
         return self._length
 
-    def extend(self, tokens: torch.Tensor) -> torch.Tensor:
+    def extend(self, tokens: torch.Tensor, keep: int | None = None) -> torch.Tensor:
         self._length += len(tokens)
-        return self.log_table[tokens]
+        return self.log_table[tokens[-keep:] if keep else tokens]
 
     def rollback(self, length: int) -> None:
         if not 0 <= length <= self._length:

@@ -158,8 +158,8 @@ def test_a_draft_model_with_a_smaller_vocabulary_is_padded_with_zero_probability
     small = BigramLM(torch.softmax(torch.randn(6, 6, generator=torch.Generator().manual_seed(0)), -1), "small")
 
     class Wide(BigramLM):  # accepts any target id, predicts over its own 6 words
-        def extend(self, tokens):
-            return super().extend(tokens.clamp(max=5))
+        def extend(self, tokens, keep=None):
+            return super().extend(tokens.clamp(max=5), keep)
 
     draft = ModelDraft(Wide(small.table, "small"), vocab_size=V)
     result = generate(BigramLM(p, "t"), draft, [0], 60, gamma=3, seed=0)

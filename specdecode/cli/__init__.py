@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import analyze, generate, ngram
+from . import analyze, bench, generate, ngram
 
-COMMANDS = (generate, analyze, ngram)
+COMMANDS = (generate, analyze, bench, ngram)
 
 
 class UserError(Exception):

@@ -44,7 +44,7 @@ class ModelDraft:
         ids = torch.tensor(tokens, dtype=torch.int64)
         if self.vocab_size > self.model.vocab_size:
             ids = torch.where(ids < self.model.vocab_size, ids, 0)
-        logits = self.model.extend(ids)[-1]
+        logits = self.model.extend(ids, keep=1)[-1]
         self.cached.extend(tokens)
         pad = self.vocab_size - logits.shape[-1]
         return torch.nn.functional.pad(logits, (0, pad), value=-torch.inf) if pad else logits

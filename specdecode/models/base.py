@@ -24,8 +24,11 @@ class CausalLM(Protocol):
         """How many tokens the cache holds."""
         ...
 
-    def extend(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Append tokens [k] (int64, k >= 1) to the cache -> logits [k, V]: row i predicts the token after tokens[i]."""
+    def extend(self, tokens: torch.Tensor, keep: int | None = None) -> torch.Tensor:
+        """Append tokens [k] (int64, k >= 1) to the cache -> logits [k, V]: row i predicts the token after tokens[i].
+
+        keep: return only the last `keep` rows (a prefill needs none of them; a draft needs the last one).
+        """
         ...
 
     def rollback(self, length: int) -> None:

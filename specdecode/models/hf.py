@@ -7,7 +7,6 @@ argument, `DynamicCache.crop(-n)` removes the last n tokens).
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import torch
 
@@ -45,8 +44,8 @@ class HFCausalLM:
         return next(self.model.parameters()).dtype
 
     @torch.inference_mode()
-    def extend(self, tokens: torch.Tensor) -> torch.Tensor:
-        out = self.model(input_ids=tokens.view(1, -1), cache=self.cache, use_cache=True)
+    def extend(self, tokens: torch.Tensor, keep: int | None = None) -> torch.Tensor:
+        out = self.model(input_ids=tokens.view(1, -1), cache=self.cache, use_cache=True, logits_to_keep=keep or 0)
         self._length += tokens.numel()
         return out.logits[0].float()  # [k, V]
 
@@ -60,26 +59,17 @@ class HFCausalLM:
         self._length = length
 
 
-def load_hf_model(source: str | os.PathLike, dtype: torch.dtype = torch.bfloat16):
-    """(transformers model, tokenizer) from a local directory, or a hub id already in the local cache.
-
-    Never reaches for the network: a hub id must have been downloaded before.
-    """
+def load_hf_model(directory: str | os.PathLike, dtype: torch.dtype = torch.bfloat16):
+    """(transformers model, tokenizer) from a local checkpoint directory; never reaches for the network."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # loading safetensors takes ~2 s: no bar needed
     hf_logging.set_verbosity_error()
-    path = Path(source).expanduser()
-    local = path.is_dir()
-    if not local and (path.exists() or str(source).startswith((".", "/", "~"))):
-        raise ValueError(f"model path {str(source)!r} is not a directory with a transformers checkpoint")
-    where = str(path) if local else str(source)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(directory, dtype=dtype, local_files_only=True)
     except (OSError, ValueError, KeyError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ValueError(f"cannot load model {str(source)!r} (a local directory or a hub id already in the "
-                         f"local cache; nothing is downloaded): {first}") from None
+        raise ValueError(f"cannot load model {str(directory)!r}: {first}") from None
     return model, tokenizer

@@ -1,0 +1,1 @@
+"""`specdecode bench`: methods side by side on the same prompts, alternating, with reports under docs/bench/."""

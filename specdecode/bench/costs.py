@@ -1,0 +1,65 @@
+"""What a forward pass costs: T(k) for k new tokens per pass, per engine, and the machine's read bandwidth.
+
+The paper assumes verifying gamma+1 tokens costs one step; T(k)/T(1) says how true that is here. "Bandwidth
+achieved" = weight bytes x passes per second, against what this machine can read.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from ..models.base import CausalLM
+
+
+def read_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
+    """Bytes per second this process reads from memory (a sum over a buffer far larger than the caches)."""
+    buffer = torch.ones(megabytes * 2**20 // 4, dtype=torch.float32)
+    buffer.sum()
+    best = min(_timed(buffer.sum) for _ in range(repeats))
+    return buffer.numel() * 4 / best
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def pass_times(models: dict[str, CausalLM], ks=(1, 2, 4, 8, 16), context: int = 64, repeats: int = 9
+               ) -> dict[str, dict[int, float]]:
+    """Median seconds of one pass of k new tokens after `context` cached tokens, per model; models and k values
+    alternate in every repeat so that drift in the machine's speed hits them all alike."""
+    prefix = torch.arange(100, 100 + context)
+    samples: dict[str, dict[int, list[float]]] = {name: {k: [] for k in ks} for name in models}
+    for model in models.values():
+        model.rollback(0)
+        model.extend(prefix, keep=1)
+        model.extend(torch.arange(1000, 1000 + max(ks)))  # warm-up
+        model.rollback(context)
+    for _ in range(repeats):
+        for k in ks:
+            for name, model in models.items():
+                tokens = torch.arange(2000, 2000 + k)
+                samples[name][k].append(_timed(lambda m=model, t=tokens: m.extend(t)))
+                model.rollback(context)
+    return {name: {k: statistics.median(v) for k, v in per_k.items()} for name, per_k in samples.items()}
+
+
+def weight_bytes(model: CausalLM) -> int:
+    """Bytes of weights a forward pass reads."""
+    if hasattr(model, "weight_bytes"):
+        return model.weight_bytes
+    inner = getattr(model, "model", None)
+    if inner is None:
+        return 0
+    seen, total = set(), 0
+    for p in inner.parameters():
+        if p.data_ptr() not in seen:
+            seen.add(p.data_ptr())
+            total += p.numel() * p.element_size()
+    embed = inner.get_input_embeddings().weight
+    tied = inner.get_output_embeddings().weight.data_ptr() == embed.data_ptr()
+    return total if tied else total - embed.numel() * embed.element_size()  # a lookup reads one row, not all

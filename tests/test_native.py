@@ -1,0 +1,148 @@
+"""The native Llama-family path: logits equal to transformers', batch invariance in bf16, greedy identity, fallback."""
+
+import random
+
+import pytest
+import torch
+from tiny import save_model, tiny_gpt2, tiny_llama, word_tokenizer
+
+from specdecode import SamplingConfig, generate, generate_plain
+from specdecode.cli import main
+from specdecode.load import load_draft, load_target
+from specdecode.models.hf import HFCausalLM, load_hf_model
+from specdecode.models.native import UnsupportedModel, load_native
+from specdecode.prompts import load_prompts
+
+# fp32 must agree to 1e-4; bf16 to 0.05 in logit units (one bf16 rounding step at |logit| ~ 8). In practice both
+# agree bitwise, because the native path computes in transformers' order.
+TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 5e-2}
+
+
+def tiny_qwen2(vocab_size=48, seed=0):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    config = Qwen2Config(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                         tie_word_embeddings=True)
+    return Qwen2ForCausalLM(config).eval()
+
+
+def tiny_llama3_rope(vocab_size=48, seed=0):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=1, max_position_embeddings=256,
+                         rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                                          "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                          "original_max_position_embeddings": 32})
+    return LlamaForCausalLM(config).eval()
+
+
+def _pair(model, directory, dtype):
+    save_model(model, word_tokenizer(["x"]), directory)
+    return load_native(directory, dtype), HFCausalLM(load_hf_model(directory, dtype)[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("make", [tiny_llama, tiny_qwen2, tiny_llama3_rope], ids=["llama", "qwen2", "llama3-rope"])
+def test_logits_equal_transformers_after_prefill_and_rollbacks(make, dtype, tmp_path):
+    native, reference = _pair(make(vocab_size=48), tmp_path, dtype)
+    rng = random.Random(0)
+    tokens = [rng.randrange(48) for _ in range(12)]
+    for model in (native, reference):
+        model.rollback(0)
+    torch.testing.assert_close(native.extend(torch.tensor(tokens)), reference.extend(torch.tensor(tokens)),
+                               atol=TOLERANCE[dtype], rtol=0)
+    for _ in range(25):
+        new = torch.tensor([rng.randrange(48) for _ in range(rng.randint(1, 7))])
+        torch.testing.assert_close(native.extend(new), reference.extend(new), atol=TOLERANCE[dtype], rtol=0)
+        keep = native.length - rng.randint(0, len(new))
+        native.rollback(keep)
+        reference.rollback(keep)
+
+
+def test_the_default_model_agrees_with_transformers(smollm2_fp32):
+    native = load_native(smollm2_fp32.source, torch.float32)
+    reference = smollm2_fp32.model if isinstance(smollm2_fp32.model, HFCausalLM) else \
+        HFCausalLM(smollm2_fp32.transformers_model())
+    ids = torch.tensor(smollm2_fp32.tokenizer.encode("Name three rivers in Europe."))
+    reference.rollback(0)
+    torch.testing.assert_close(native.extend(ids), reference.extend(ids), atol=1e-4, rtol=0)
+    native.rollback(len(ids) - 3)
+    reference.rollback(len(ids) - 3)
+    more = torch.tensor([200, 300, 400, 500])
+    torch.testing.assert_close(native.extend(more), reference.extend(more), atol=1e-4, rtol=0)
+
+
+def test_bf16_passes_are_batch_invariant(smollm2):
+    """Each position's logits are bitwise the same whether it is computed alone or inside a k-token pass."""
+    model = smollm2.model
+    ids = smollm2.tokenizer.encode("Write a Python function that reverses a string.")
+    extra = [100, 2000, 31, 7, 999, 12, 13, 14]
+    for k in (2, 5, 8):
+        model.rollback(0)
+        model.extend(torch.tensor(ids), keep=1)
+        together = model.extend(torch.tensor(extra[:k]))
+        model.rollback(len(ids))
+        alone = torch.cat([model.extend(torch.tensor([t])) for t in extra[:k]])
+        assert torch.equal(together, alone), k
+
+
+def test_batch_invariance_holds_across_a_key_block_boundary(smollm2):
+    """A pass whose keys span two attention blocks (positions 505..512) still matches token-by-token passes."""
+    model = smollm2.model
+    prefix = torch.arange(1000, 1505)
+    extra = torch.tensor([5, 6, 7, 8, 9, 10, 11, 12])
+    model.rollback(0)
+    model.extend(prefix, keep=1)
+    together = model.extend(extra)
+    model.rollback(len(prefix))
+    assert torch.equal(together, torch.cat([model.extend(extra[i:i + 1]) for i in range(8)]))
+
+
+def test_bf16_greedy_speculative_output_is_bitwise_plain(smollm2):
+    """On the native path the batch invariance makes greedy identity hold in bf16 too, on 20 held-out prompts."""
+    target, tok = smollm2.model, smollm2.tokenizer
+    draft = load_draft("prompt-lookup", smollm2)
+    for prompt in load_prompts("test")[::3] + load_prompts("test")[1::3][:10]:
+        ids = tok.encode(prompt.prompt)
+        plain = generate_plain(target, ids, 24, sampling=SamplingConfig(0), stop_token_ids=tok.stop_token_ids)
+        spec = generate(target, draft, ids, 24, gamma=5, sampling=SamplingConfig(0), stop_token_ids=tok.stop_token_ids)
+        assert spec.new_tokens == plain.new_tokens, prompt.id
+
+
+def test_native_speculative_greedy_equals_transformers_plain_greedy(smollm2_fp32):
+    """fp32: the native path with a draft produces exactly the tokens of plain decoding on the transformers path."""
+    native = load_target(dtype="float32", engine="native")
+    reference = HFCausalLM(smollm2_fp32.transformers_model())
+    draft = load_draft("prompt-lookup", native)
+    tok = native.tokenizer
+    for prompt in load_prompts("test", ("code_edit", "summarize", "qa"))[:6]:
+        ids = tok.encode(prompt.prompt)
+        want = generate_plain(reference, ids, 20, sampling=SamplingConfig(0), stop_token_ids=tok.stop_token_ids)
+        got = generate(native.model, draft, ids, 20, gamma=4, sampling=SamplingConfig(0),
+                       stop_token_ids=tok.stop_token_ids)
+        assert got.new_tokens == want.new_tokens, prompt.id
+
+
+def test_unsupported_architectures_fall_back_or_fail_clearly(tmp_path, capsys):
+    directory = save_model(tiny_gpt2(vocab_size=12), word_tokenizer(list("abcdefghij")), tmp_path / "gpt2")
+    with pytest.raises(UnsupportedModel, match="gpt2"):
+        load_native(directory)
+    target = load_target(str(directory), dtype="float32")
+    assert target.engine == "transformers"
+    assert main(["generate", "--target", str(directory), "--draft", "none", "--raw", "--max-new-tokens", "3",
+                 "a b c"]) == 0
+    assert "on transformers" in capsys.readouterr().out  # the stats line says which engine ran
+    assert main(["generate", "--target", str(directory), "--engine", "native", "--raw", "a b"]) == 2
+    err = capsys.readouterr().err
+    assert "--engine native cannot run" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_context_window_is_enforced(tmp_path):
+    native, _ = _pair(tiny_llama(vocab_size=48, max_positions=16), tmp_path, torch.float32)
+    native.extend(torch.arange(10))
+    with pytest.raises(ValueError, match="context window"):
+        native.extend(torch.arange(10))
