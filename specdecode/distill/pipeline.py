@@ -1,0 +1,111 @@
+"""`specdecode train-draft` end to end: prompts -> the target's answers -> a trained draft -> held-out evaluation."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from ..engine import generate
+from ..load import Target, load_draft
+from ..prompts import load_prompts
+from ..sampling import SamplingConfig
+from .prompts import training_prompts
+from .teacher import Answer, BatchedTeacher
+from .train import DraftShape, examples_from, make_draft, train
+
+
+@dataclass
+class Budget:
+    prompts: int = 2400  # training prompts answered by the target
+    answer_tokens: int = 160  # longest answer per prompt
+    batch: int = 32  # prompts answered at once
+    train_seconds: float = 1500.0
+    eval_prompts: int = 12  # held-out bench prompts (split "test") for the final alpha
+    eval_tokens: int = 96
+
+
+def collect_answers(target: Target, prompts: list[str], budget: Budget, seed: int) -> list[Answer]:
+    """The target's answers: half greedy, half sampled at temperature 1, in batches of similar prompt length."""
+    teacher = BatchedTeacher(target.model)
+    encoded = [target.tokenizer.encode(p) for p in prompts]
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+    generator = torch.Generator().manual_seed(seed)
+    answers: list[Answer] = []
+    bar = tqdm(total=len(encoded), desc="target answers", unit="prompt")
+    for n, start in enumerate(range(0, len(order), budget.batch)):
+        chunk = [encoded[i] for i in order[start: start + budget.batch]]
+        temperature = 0.0 if n % 2 == 0 else 1.0
+        answers += teacher.answer(chunk, budget.answer_tokens, temperature, target.tokenizer.stop_token_ids,
+                                  generator)
+        bar.update(len(chunk))
+        bar.set_postfix(tokens=sum(len(a.tokens) for a in answers))
+    bar.close()
+    return answers
+
+
+def evaluate(target: Target, draft_dir: Path, n_prompts: int, max_new_tokens: int, seed: int = 0) -> dict:
+    """alpha at temperature 0 and 1 on held-out bench prompts, and the measured cost ratio c of the draft."""
+    draft = load_draft(str(draft_dir), target)
+    prompts = load_prompts("test")
+    prompts = prompts[:: max(1, len(prompts) // n_prompts)][:n_prompts]
+    result = {}
+    for name, sampling in (("temperature_0", SamplingConfig(0)), ("temperature_1", SamplingConfig(1.0))):
+        accepted = rejected = draft_calls = target_calls = 0
+        draft_s = target_s = 0.0
+        for i, p in enumerate(tqdm(prompts, desc=f"held-out alpha ({name.replace('_', ' ')})", unit="prompt")):
+            s = generate(target.model, draft, target.tokenizer.encode(p.prompt), max_new_tokens, gamma=4,
+                         sampling=sampling, seed=seed + i, stop_token_ids=target.tokenizer.stop_token_ids).stats
+            accepted, rejected = accepted + s.tokens_accepted, rejected + s.rejections
+            draft_calls, target_calls = draft_calls + s.draft_calls, target_calls + s.target_calls
+            draft_s, target_s = draft_s + s.draft_seconds, target_s + s.target_seconds
+        result[name] = {"alpha": accepted / max(accepted + rejected, 1), "prompts": len(prompts)}
+        result[name]["c"] = (draft_s / draft_calls) / (target_s / target_calls) if draft_calls else None
+    return result
+
+
+def train_draft(target: Target, out: Path, budget: Budget, shape: DraftShape, seed: int = 0,
+                progress: bool = True) -> dict:
+    if target.engine != "native":
+        raise ValueError("train-draft needs a target the native engine runs (a Llama-family checkpoint)")
+    started = time.perf_counter()
+    torch.manual_seed(seed)
+    prompts = training_prompts(budget.prompts, seed)
+    answers = collect_answers(target, prompts, budget, seed)
+    generated_at = time.perf_counter()
+    examples = examples_from(answers, shape.max_positions)
+    random.Random(seed).shuffle(examples)
+    n_held = max(1, len(examples) // 20)
+    held_out, train_set = examples[:n_held], examples[n_held:]
+
+    config = json.loads((target.source / "config.json").read_text())
+    model = make_draft(config, target.model.embed.float(), shape, seed)
+    report = train(model, train_set, held_out, budget.train_seconds, seed=seed, progress=progress)
+
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    model.to(torch.bfloat16).save_pretrained(partial)
+    target.tokenizer.hf.save_pretrained(partial)
+    for extra in ("chat_template.jinja", "chat_template.json"):  # the draft never needs the chat template
+        (partial / extra).unlink(missing_ok=True)
+    shutil.rmtree(out, ignore_errors=True)
+    partial.rename(out)
+
+    evaluation = evaluate(target, out, budget.eval_prompts, budget.eval_tokens, seed)
+    summary = {
+        "target": target.name, "seed": seed, "budget": asdict(budget), "shape": asdict(shape),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "training_prompts": len(prompts), "answer_tokens": sum(len(a.tokens) for a in answers),
+        "train_positions": sum(len(e.top_ids) for e in train_set), "held_out_positions":
+        sum(len(e.top_ids) for e in held_out), "generation_seconds": generated_at - started,
+        "training": {k: v for k, v in report.items() if k != "loss_curve"}, "loss_curve": report["loss_curve"],
+        "evaluation": evaluation, "total_seconds": time.perf_counter() - started,
+    }
+    (out / "training.json").write_text(json.dumps(summary, indent=1))
+    return summary
