@@ -16,6 +16,7 @@ from typing import Literal
 
 import torch
 
+from .adaptive import AdaptiveGamma
 from .analysis import alpha_from_stats
 from .drafts.base import Draft, Proposal
 from .drafts.model import ModelDraft
@@ -55,6 +56,7 @@ class GenerationStats:
     tested_at: list[int] = field(default_factory=list)  # per draft position: how often the rule looked at it
     accepted_at: list[int] = field(default_factory=list)  # per draft position: how often it was accepted
     accepted_per_round: list[int] = field(default_factory=list)
+    drafted_per_round: list[int] = field(default_factory=list)
     seconds: float = 0.0  # wall clock of the whole run, prefill included
     prefill_seconds: float = 0.0
     target_seconds: float = 0.0  # time in target decoding passes
@@ -102,6 +104,7 @@ class GenerationStats:
         for i in range(n_accepted):
             self.accepted_at[i] += 1
         self.accepted_per_round.append(n_accepted)
+        self.drafted_per_round.append(g)
 
     def as_dict(self) -> dict:
         return {
@@ -112,6 +115,7 @@ class GenerationStats:
             self.acceptance_by_position, "seconds": self.seconds, "tokens_per_second": self.tokens_per_second,
             "prefill_seconds": self.prefill_seconds, "target_seconds": self.target_seconds,
             "draft_seconds": self.draft_seconds, "draft_cost": self.draft_cost, "gamma": self.gamma,
+            "mean_gamma": self.tokens_drafted / self.rounds if self.rounds else 0.0,
         }
 
 
@@ -135,11 +139,13 @@ class Generation:
         draft: Draft | CausalLM | None,
         prompt_ids: Sequence[int] | torch.Tensor,
         max_new_tokens: int,
-        gamma: int = 5,
+        gamma: int | str | AdaptiveGamma = 5,
         sampling: SamplingConfig | None = None,
         seed: int | None = None,
         stop_token_ids: Sequence[int] = (),
     ):
+        """gamma: drafts per round, or "auto" (an `AdaptiveGamma` chooses each round; pass your own instance to
+        keep what it learned across runs)."""
         self.prompt = _check_prompt(prompt_ids, target)
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
@@ -147,9 +153,14 @@ class Generation:
             if not isinstance(draft, CausalLM):
                 raise ValueError(f"draft must be a Draft or a CausalLM, got {type(draft).__name__}")
             draft = ModelDraft(draft)  # a bare model drafts by sampling from its own q
+        self.controller = None
         if draft is not None:
-            if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
-                raise ValueError(f"gamma (drafts per round) must be an integer >= 1, got {gamma!r}")
+            if gamma == "auto":
+                gamma = AdaptiveGamma()
+            if isinstance(gamma, AdaptiveGamma):
+                self.controller, gamma = gamma, gamma.max_gamma
+            elif isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
+                raise ValueError(f"gamma (drafts per round) must be an integer >= 1 or 'auto', got {gamma!r}")
             if draft.vocab_size != target.vocab_size:
                 raise ValueError(
                     f"target and draft vocabularies differ in size: target {target.vocab_size}, "
@@ -185,7 +196,8 @@ class Generation:
                     self.stop_reason = "context"
                     break
                 # Never draft past what the output or the context window can still take.
-                gamma = min(self.gamma, self.max_new_tokens - len(self.new_tokens) - 1, room)
+                wanted = self.controller.choose() if self.controller else self.gamma
+                gamma = min(wanted, self.max_new_tokens - len(self.new_tokens) - 1, room)
                 t0 = time.perf_counter()
                 proposal = draft.propose(context, gamma, self.sampling, self.generator) if gamma > 0 else empty
                 t1 = time.perf_counter()
@@ -195,9 +207,12 @@ class Generation:
                 n, token = verify(p[None], proposal.probs[None].to(p.dtype), proposal.tokens[None], self.generator)
                 n_accepted, next_token = int(n), int(token)
                 target.rollback(target.length - len(drafted) + n_accepted)
-                stats.target_seconds += time.perf_counter() - t1
+                t2 = time.perf_counter()
+                stats.target_seconds += t2 - t1
                 stats.draft_seconds += t1 - t0
                 stats.record(proposal, n_accepted)
+                if self.controller:
+                    self.controller.update(len(drafted), n_accepted, t2 - t1, t1 - t0, proposal.forward_passes)
 
                 emitted = self._emit([*drafted[:n_accepted], next_token])
                 context += emitted
@@ -229,7 +244,7 @@ def generate(
     draft: Draft | CausalLM,
     prompt_ids: Sequence[int] | torch.Tensor,
     max_new_tokens: int,
-    gamma: int = 5,
+    gamma: int | str | AdaptiveGamma = 5,
     sampling: SamplingConfig | None = None,
     seed: int | None = None,
     stop_token_ids: Sequence[int] = (),

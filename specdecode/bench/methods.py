@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..adaptive import AdaptiveGamma
 from ..drafts.base import Draft
 from ..engine import Generation, GenerationStats
 from ..models.base import CausalLM
@@ -37,8 +38,12 @@ class Method:
 
 def ours(name: str, target: CausalLM, draft: Draft | None, gamma: int | str, stops: list[int],
          engine: str) -> Method:
+    """gamma "auto": one `AdaptiveGamma` for all of this method's runs, so it keeps what it learned (as transformers'
+    heuristic schedule keeps its number of assistant tokens across calls)."""
+    schedule = AdaptiveGamma() if gamma == "auto" else gamma
+
     def run(prompt_ids, sampling, max_new_tokens, seed):
-        generation = Generation(target, draft, prompt_ids, max_new_tokens, gamma if draft else 5, sampling, seed,
+        generation = Generation(target, draft, prompt_ids, max_new_tokens, schedule if draft else 5, sampling, seed,
                                 stops)
         generation.run()
         return Outcome(generation.new_tokens, generation.stats.seconds, generation.stats)

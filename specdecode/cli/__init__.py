@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import analyze, bench, generate, ngram, train_draft
+from . import analyze, bench, generate, ngram, serve, train_draft
 
-COMMANDS = (generate, analyze, bench, ngram, train_draft)
+COMMANDS = (generate, analyze, bench, ngram, train_draft, serve)
 
 
 class UserError(Exception):

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from .. import analysis
 from ..rule import keep_probability, output_distribution, residual
+from .console import make_console
 
 
 def add_parser(sub) -> None:
@@ -28,6 +29,8 @@ def add_parser(sub) -> None:
     p.add_argument("--max-gamma", type=int, default=10, help="largest gamma in the table and search (default 10)")
     p.add_argument("--p", type=_probs, default=None, metavar="P1,P2,...", help="target list p, e.g. 0.5,0.3,0.2")
     p.add_argument("--q", type=_probs, default=None, metavar="Q1,Q2,...", help="draft list q, e.g. 0.6,0.2,0.2")
+    p.add_argument("--paper", action="store_true",
+                   help="reproduce the paper's Table 2: predicted speed-ups from its alpha and c beside the reported")
     p.set_defaults(run=run)
 
 
@@ -42,7 +45,9 @@ def _probs(text: str) -> list[float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console(highlight=False, soft_wrap=True)
+    console = make_console()
+    if args.paper:
+        return _paper(console)
     c_hat = args.c if args.c_hat is None else args.c_hat
     if args.max_gamma < 1:
         raise ValueError(f"--max-gamma must be >= 1, got {args.max_gamma}")
@@ -84,3 +89,14 @@ def _rule_walkthrough(console: Console, p_list: list[float], q_list: list[float]
     console.print(f"  redraw list norm(max(0, p - q))   {fmt(left)}")
     console.print(f"  output distribution               {fmt(output_distribution(p, q))}  (equals p)")
     console.print(f"  beta = sum min(p, q)              {analysis.beta(p, q):.3g}")
+
+
+def _paper(console: Console) -> int:
+    table = Table("task", "draft", "c", "temp", "gamma", "alpha", "predicted", "reported", "best gamma",
+                  title="Table 2 of the paper (T5-XXL target): speed-up predicted by (1 - alpha^(gamma+1)) / "
+                  "((1 - alpha)(gamma c + 1))")
+    for r in analysis.paper_table():
+        table.add_row(r["task"], r["draft"], f"{r['c']:g}", str(r["temperature"]), str(r["gamma"]),
+                      f"{r['alpha']:.2f}", f"{r['predicted']:.2f}x", f"{r['reported']:.1f}x", str(r["best_gamma"]))
+    console.print(table)
+    return 0

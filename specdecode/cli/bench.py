@@ -8,7 +8,6 @@ import platform
 from pathlib import Path
 
 import torch
-from rich.console import Console
 from rich.table import Table
 
 from ..bench.methods import Method, ours, transformers_generate
@@ -18,6 +17,7 @@ from ..models.default import DEFAULT_TARGET
 from ..models.hf import HFCausalLM, load_hf_model, parse_dtype
 from ..prompts import KINDS, load_prompts
 from ..sampling import SamplingConfig
+from .console import make_console
 
 DEFAULT_METHODS = "plain,hf,hf-lookup:10,spec:prompt-lookup:5"
 
@@ -64,8 +64,8 @@ def _methods(spec: str, target, dtype: str) -> list[Method]:
         elif kind == "spec":
             draft_name, _, gamma = rest.rpartition(":")
             draft = load_draft(draft_name, target, dtype)
-            methods.append(ours(f"ours {draft.name} gamma {gamma}", target.model, draft, int(gamma), stops,
-                                target.engine))
+            methods.append(ours(f"ours {draft.name} gamma {gamma}", target.model, draft,
+                                gamma if gamma == "auto" else int(gamma), stops, target.engine))
         else:
             raise ValueError(f"unknown bench method {item!r}")
     return methods
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
                       f"{s['tokens_per_second'] / base['tokens_per_second']:.2f}x",
                       f"{s['tokens_per_target_call']:.2f}" if s["tokens_per_target_call"] else "",
                       f"{s['alpha']:.2f}" if s["alpha"] is not None else "", s["identical"] or "")
-    Console().print(table)
+    make_console().print(table)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({

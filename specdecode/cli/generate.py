@@ -14,6 +14,7 @@ from ..engine import Generation, GenerationStats
 from ..load import DRAFT_KINDS, ENGINES, Target, default_draft, load_draft, load_target
 from ..models.default import DEFAULT_TARGET
 from ..sampling import SamplingConfig
+from .console import make_console
 
 COLOURS = {"accepted": "green", "rejected": "strike dark_orange", "corrected": "blue", "bonus": "blue"}
 
@@ -34,7 +35,9 @@ def add_parser(sub) -> None:
                    help=f"'{DEFAULT_TARGET}' (default), 'toy', or a transformers model directory")
     p.add_argument("--draft", default=None, metavar="DRAFT",
                    help=f"one of: {', '.join(DRAFT_KINDS)} (default: prompt-lookup; toy for the toy target)")
-    p.add_argument("--gamma", type=int, default=5, help="drafts per round, >= 1 (default 5)")
+    p.add_argument("--gamma", type=gamma_arg, default="auto",
+                   help="drafts per round (an integer >= 1), or 'auto' (default): chosen every round from the "
+                   "measured acceptance rate and costs")
     p.add_argument("--max-new-tokens", type=int, default=128, help="most tokens to generate (default 128)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default), else sampling temperature")
     p.add_argument("--top-k", type=int, default=None, help="sample only from the k most likely tokens")
@@ -53,6 +56,15 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
+def gamma_arg(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1 or 'auto', not {text!r}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     sampling = SamplingConfig(args.temperature, args.top_k, args.top_p)  # validates before any loading
     if args.threads is not None:
@@ -69,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     stops = target.tokenizer.stop_token_ids
     generation = Generation(target.model, draft, prompt_ids, args.max_new_tokens, args.gamma, sampling, args.seed,
                             stops)
-    console = Console(highlight=False, soft_wrap=True)
+    console = make_console()
     if args.json:
         generation.run()
     else:

@@ -1,0 +1,88 @@
+"""Adaptive gamma: the paper's optimum (section 3.5), recomputed every round from what this run has measured.
+
+Each round the controller picks the gamma in 0..max_gamma that maximises expected tokens per second,
+
+    E[tokens](alpha, gamma) / (T(gamma + 1) + gamma * t_draft)
+
+with alpha the running acceptance rate (a Beta prior, then exponentially forgetting old rounds), T(k) the measured
+time of a target pass of k tokens (a straight line fitted online: on CPU a verify pass is not free), and t_draft the
+measured time of one draft forward pass. gamma = 0 is plain decoding, chosen when the draft does not pay; every
+`explore_every` rounds it then still drafts one token, so that alpha keeps being measured. With T flat and
+t_draft = c T(1) this is exactly `analysis.best_gamma(alpha, c)`.
+"""
+
+from __future__ import annotations
+
+from .analysis import expected_tokens
+
+
+class AdaptiveGamma:
+    """Chooses gamma per round; `update` it with what the round did."""
+
+    def __init__(self, max_gamma: int = 10, prior_alpha: float = 0.6, prior_weight: float = 4.0,
+                 prior_slope: float = 0.06, memory: float = 0.97, explore_every: int = 8):
+        if max_gamma < 1:
+            raise ValueError(f"max_gamma must be >= 1, got {max_gamma}")
+        self.max_gamma = max_gamma
+        self.prior_slope = prior_slope  # T(k) / T(1) - 1 per extra token, until measured (0.06: bf16 on this CPU)
+        self.memory = memory  # each round's evidence is worth `memory` times less one round later
+        self.explore_every = explore_every
+        self._accepted = prior_alpha * prior_weight  # Beta pseudo-counts: accepted and rejected decisions
+        self._rejected = (1 - prior_alpha) * prior_weight
+        # Running sums for the least-squares line T(k) = t1 + slope (k - 1), and the draft's time per pass.
+        self._n = self._sk = self._st = self._skk = self._skt = 0.0
+        self._draft_time = self._draft_passes = 0.0
+        self._plain_rounds = 0
+
+    @property
+    def alpha(self) -> float:
+        return self._accepted / (self._accepted + self._rejected)
+
+    def target_time(self, k: int) -> float:
+        """Estimated seconds of a target pass of k tokens (1.0 per pass until measured: the paper's assumption)."""
+        if self._n == 0:
+            return 1.0
+        mean_k, mean_t = self._sk / self._n, self._st / self._n
+        var_k = self._skk / self._n - mean_k**2
+        slope = max(0.0, (self._skt / self._n - mean_k * mean_t) / var_k) if var_k > 1e-9 else 0.0
+        t1 = mean_t - slope * (mean_k - 1)
+        if t1 <= 0:  # too little spread in k to separate the fixed cost from the slope
+            t1, slope = mean_t, 0.0
+        return t1 + slope * (k - 1)
+
+    def draft_time(self) -> float:
+        return self._draft_time / self._draft_passes if self._draft_passes else 0.0
+
+    def rate(self, gamma: int) -> float:
+        """Expected tokens per second with this gamma."""
+        tokens = expected_tokens(self.alpha, gamma) if gamma else 1.0
+        return tokens / (self.target_time(gamma + 1) + gamma * self.draft_time())
+
+    def choose(self) -> int:
+        best = max(range(self.max_gamma + 1), key=lambda g: (self.rate(g), -g))
+        if best == 0:
+            self._plain_rounds += 1
+            if self._plain_rounds % self.explore_every == 0:
+                return 1  # keep measuring alpha while plain decoding wins
+        return best
+
+    def _observe(self, k: int, seconds: float, weight: float = 1.0) -> None:
+        m = self.memory
+        self._n, self._sk, self._st = m * self._n + weight, m * self._sk + weight * k, m * self._st + weight * seconds
+        self._skk, self._skt = m * self._skk + weight * k * k, m * self._skt + weight * k * seconds
+
+    def update(self, drafted: int, accepted: int, target_seconds: float | None = None,
+               draft_seconds: float | None = None, draft_passes: int = 0) -> None:
+        """Record a round: how many tokens were drafted and accepted, and what the passes cost."""
+        if drafted:
+            self._accepted = self.memory * self._accepted + accepted
+            self._rejected = self.memory * self._rejected + int(accepted < drafted)
+        if target_seconds is not None:
+            if self._n == 0:  # seed the line with the prior slope through this first measurement
+                t1 = target_seconds / (1 + self.prior_slope * drafted)
+                for k in (1, self.max_gamma + 1):
+                    self._observe(k, t1 * (1 + self.prior_slope * (k - 1)), weight=0.5)
+            self._observe(drafted + 1, target_seconds)
+        if draft_seconds is not None and draft_passes:
+            self._draft_time = self.memory * self._draft_time + draft_seconds
+            self._draft_passes = self.memory * self._draft_passes + draft_passes

@@ -1,0 +1,73 @@
+"""`specdecode serve`: the HTTP API and the explainer page, in this process, until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+
+from ..load import DRAFT_KINDS, ENGINES
+from ..models.default import DEFAULT_TARGET
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="serve an OpenAI-compatible API and an interactive explainer page over HTTP",
+        description="Serve speculative decoding over HTTP: OpenAI-compatible /v1/completions and "
+        "/v1/chat/completions (with a `speculative` object in each answer), and at / a page with the paper's "
+        "figures driven by the project's own engine. The models load on the first request that needs them.",
+        epilog="Examples: specdecode serve   |   specdecode serve --target toy --port 8001   |   curl "
+        "localhost:8000/v1/completions -H 'Content-Type: application/json' -d '{\"prompt\": \"Hello\"}'",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
+    p.add_argument("--target", default=DEFAULT_TARGET,
+                   help=f"'{DEFAULT_TARGET}' (default), 'toy', or a transformers model directory")
+    p.add_argument("--draft", default=None, metavar="DRAFT",
+                   help=f"one of: {', '.join(DRAFT_KINDS)} (default: prompt-lookup; toy for the toy target)")
+    p.add_argument("--gamma", type=int, default=5, help="default drafts per round, >= 1 (requests may override)")
+    p.add_argument("--max-tokens", type=int, default=2048, help="the most tokens one request may ask for (2048)")
+    p.add_argument("--max-prompt-tokens", type=int, default=4096, help="the longest prompt accepted, in tokens")
+    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"], help="weights dtype (bfloat16)")
+    p.add_argument("--engine", default="auto", choices=ENGINES, help="which implementation runs the models")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                   help="server log level (info logs every request)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65535:
+        raise ValueError(f"--port must be in 0..65535, got {args.port}")
+    for name in ("gamma", "max_tokens", "max_prompt_tokens"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    import uvicorn
+
+    from ..server import create_app
+
+    app = create_app(args.target, args.draft, args.dtype, args.engine, args.max_prompt_tokens, args.max_tokens,
+                     args.gamma)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level, access_log=True,
+                            log_config=_log_config(), timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"specdecode serve: http://{shown}:{args.port}/  (target {args.target}, loaded on first use; "
+          "Ctrl-C stops)", file=sys.stderr, flush=True)
+    try:
+        server.run()
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it caught, after its graceful shutdown
+        pass
+    except SystemExit:  # uvicorn's way of failing to start (the port is taken, ...), logged above
+        raise ValueError(f"could not serve on {args.host}:{args.port} (see the log above)") from None
+    print("specdecode serve: stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+def _log_config() -> dict:
+    """uvicorn's logging, plus specdecode's own server log (model loading, one line per generation)."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["specdecode"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    return config

@@ -1,0 +1,68 @@
+"""Adaptive gamma: driven by a simulated acceptance process with known alpha and costs, it settles on best_gamma."""
+
+import collections
+import random
+
+import pytest
+
+from specdecode import analysis, generate
+from specdecode.adaptive import AdaptiveGamma
+from specdecode.toy import bigram_pair
+
+
+def simulate(controller: AdaptiveGamma, alpha: float, target_time, draft_time: float, rounds: int, seed: int = 0):
+    """Each drafted token is accepted with probability alpha (the paper's i.i.d. model), until the first rejection."""
+    rng = random.Random(seed)
+    chosen = []
+    for _ in range(rounds):
+        gamma = controller.choose()
+        accepted = 0
+        while accepted < gamma and rng.random() < alpha:
+            accepted += 1
+        controller.update(gamma, accepted, target_time(gamma + 1), gamma * draft_time, gamma)
+        chosen.append(gamma)
+    return chosen
+
+
+@pytest.mark.parametrize("alpha, c", [(0.8, 0.05), (0.6, 0.02), (0.5, 0.1), (0.7, 0.0), (0.9, 0.1)])
+def test_with_a_flat_verify_cost_it_converges_to_the_papers_best_gamma(alpha, c):
+    """The paper's setting: T(k) = 1 for every k, a draft pass costs c. The most chosen gamma is best_gamma, and the
+    speed-up actually achieved is within 3% of the optimum."""
+    controller = AdaptiveGamma(max_gamma=12, prior_slope=0.0)
+    chosen = simulate(controller, alpha, lambda k: 1.0, c, rounds=4000)[-2000:]
+    best = analysis.best_gamma(alpha, c, max_gamma=12)
+    mode = collections.Counter(chosen).most_common(1)[0][0]
+    achieved = sum(analysis.speedup(alpha, g, c) for g in chosen) / len(chosen)
+    assert abs(mode - best) <= 1 and (mode == best or analysis.speedup(alpha, mode, c) >= 0.99 * achieved)
+    assert achieved >= 0.97 * analysis.speedup(alpha, best, c)
+    assert controller.alpha == pytest.approx(alpha, abs=0.08)
+
+
+def test_a_costly_verify_pass_makes_it_draft_less():
+    """On hardware where a pass of k tokens costs 1 + 0.15 (k - 1), long drafts stop paying: gamma shrinks."""
+    flat = simulate(AdaptiveGamma(max_gamma=12, prior_slope=0.0), 0.8, lambda k: 1.0, 0.02, 3000)[-1000:]
+    steep = simulate(AdaptiveGamma(max_gamma=12), 0.8, lambda k: 1 + 0.15 * (k - 1), 0.02, 3000)[-1000:]
+    assert sum(steep) / len(steep) < sum(flat) / len(flat) - 2
+
+
+def test_a_useless_draft_falls_back_to_plain_decoding_but_keeps_measuring():
+    chosen = simulate(AdaptiveGamma(max_gamma=8), 0.02, lambda k: 1 + 0.05 * (k - 1), 0.3, 800)[-400:]
+    counts = collections.Counter(chosen)
+    assert counts[0] > 300 and counts[1] > 0 and max(chosen) <= 1
+
+
+def test_it_learns_the_verify_cost_line():
+    controller = AdaptiveGamma(max_gamma=10)
+    simulate(controller, 0.7, lambda k: 0.02 + 0.003 * (k - 1), 0.001, 600)
+    assert controller.target_time(1) == pytest.approx(0.02, rel=0.05)
+    assert controller.target_time(9) == pytest.approx(0.044, rel=0.05)
+
+
+def test_auto_gamma_in_the_engine_keeps_exactness_bookkeeping():
+    target, draft = bigram_pair()
+    result = generate(target, draft, [0], 300, gamma="auto", seed=1)
+    s = result.stats
+    assert len(result.new_tokens) == 300 and s.rounds == len(s.drafted_per_round)
+    assert 1 <= max(s.drafted_per_round) <= AdaptiveGamma().max_gamma
+    with pytest.raises(ValueError, match="'auto'"):
+        generate(target, draft, [0], 5, gamma="fast")
