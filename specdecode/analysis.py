@@ -46,10 +46,16 @@ def expected_tokens(alpha: float, gamma: int) -> float:
     return (1 - alpha ** (gamma + 1)) / (1 - alpha)
 
 
-def speedup(alpha: float, gamma: int, c: float) -> float:
-    """Expected wall-clock speed-up: E[tokens] / (gamma c + 1) (paper 3.3, verify pass as costly as one step)."""
+def speedup(alpha: float, gamma: int, c: float, verify_cost: float = 1.0) -> float:
+    """Expected wall-clock speed-up: E[tokens] / (gamma c + verify_cost) (paper 3.3).
+
+    verify_cost = T(gamma + 1) / T(1), the time of the target pass over gamma + 1 tokens in units of a one-token
+    pass. The paper takes it as 1 (idle parallel hardware); on a CPU it is measured (`bench.costs.pass_times`).
+    """
     _check_cost(c)
-    return expected_tokens(alpha, gamma) / (gamma * c + 1)
+    if not (math.isfinite(verify_cost) and verify_cost > 0):
+        raise ValueError(f"verify_cost must be a finite number > 0, got {verify_cost}")
+    return expected_tokens(alpha, gamma) / (gamma * c + verify_cost)
 
 
 def extra_arithmetic(alpha: float, gamma: int, c_hat: float) -> float:
@@ -58,10 +64,14 @@ def extra_arithmetic(alpha: float, gamma: int, c_hat: float) -> float:
     return (gamma * c_hat + gamma + 1) / expected_tokens(alpha, gamma)
 
 
-def best_gamma(alpha: float, c: float, max_gamma: int = 32) -> int:
-    """The gamma in 1..max_gamma with the highest `speedup` (the smallest one on ties) (paper 3.5)."""
+def best_gamma(alpha: float, c: float, max_gamma: int = 32, verify_cost=None) -> int:
+    """The gamma in 1..max_gamma with the highest `speedup` (the smallest one on ties) (paper 3.5).
+
+    verify_cost: None (the paper: 1 for every gamma) or a function k -> T(k) / T(1).
+    """
     _check_gamma(max_gamma)
-    return max(range(1, max_gamma + 1), key=lambda g: (speedup(alpha, g, c), -g))
+    cost = verify_cost or (lambda k: 1.0)
+    return max(range(1, max_gamma + 1), key=lambda g: (speedup(alpha, g, c, cost(g + 1)), -g))
 
 
 def alpha_from_stats(stats) -> float:

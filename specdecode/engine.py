@@ -9,6 +9,7 @@ Plain decoding is the same loop with g = 0.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -107,15 +108,11 @@ class GenerationStats:
         self.drafted_per_round.append(g)
 
     def as_dict(self) -> dict:
-        return {
-            "new_tokens": self.new_tokens, "rounds": self.rounds, "target_calls": self.target_calls,
-            "draft_calls": self.draft_calls, "tokens_drafted": self.tokens_drafted,
-            "tokens_accepted": self.tokens_accepted, "rejections": self.rejections, "alpha": self.alpha,
-            "tokens_per_target_call": self.tokens_per_target_call, "acceptance_by_position":
-            self.acceptance_by_position, "seconds": self.seconds, "tokens_per_second": self.tokens_per_second,
-            "prefill_seconds": self.prefill_seconds, "target_seconds": self.target_seconds,
-            "draft_seconds": self.draft_seconds, "draft_cost": self.draft_cost, "gamma": self.gamma,
-            "mean_gamma": self.tokens_drafted / self.rounds if self.rounds else 0.0,
+        """Every counter and derived figure, JSON-ready."""
+        return dataclasses.asdict(self) | {
+            "alpha": self.alpha, "tokens_per_target_call": self.tokens_per_target_call,
+            "tokens_per_second": self.tokens_per_second, "acceptance_by_position": self.acceptance_by_position,
+            "draft_cost": self.draft_cost, "mean_gamma": self.tokens_drafted / self.rounds if self.rounds else 0.0,
         }
 
 

@@ -24,7 +24,14 @@ from .tokenizer import TextTokenizer, check_compatible
 from .toy import ToyTokenizer, bigram_pair
 
 ENGINES = ("auto", "native", "transformers")
-DRAFT_KINDS = ("prompt-lookup", "bigram FILE (or bigram:FILE)", "unigram FILE", "none", "toy", "a model directory")
+DRAFT_KINDS = ("trained (the shipped draft)", "prompt-lookup", "bigram [FILE] (or bigram:FILE)", "unigram [FILE]",
+               "none", "toy", "a model directory")
+DATA = Path(__file__).parent / "data"
+SHIPPED_DRAFT = DATA / "smollm2-draft"  # distilled from SmolLM2-135M-Instruct by `specdecode train-draft`
+SHIPPED_NGRAM = DATA / "smollm2-ngram.safetensors"  # unigram / bigram tables of the same target answers
+
+
+DEFAULT_DISPLAY = "SmolLM2-135M-Instruct"
 
 
 @dataclass
@@ -108,7 +115,7 @@ def load_target(name: str = DEFAULT_TARGET, dtype: str = "bfloat16", engine: str
     if name == "toy":
         return Target(bigram_pair()[0], ToyTokenizer(), "toy", "toy")
     directory = resolve_checkpoint(name)
-    display = "SmolLM2-135M-Instruct" if name == DEFAULT_TARGET else str(name)
+    display = DEFAULT_DISPLAY if name == DEFAULT_TARGET else str(name)
     tokenizer = _tokenizer(directory)
     model, used = load_model(directory, dtype, engine, display)
     return Target(model, tokenizer, used, display, directory, dtype)
@@ -123,7 +130,10 @@ def load_tokenizer(name: str = DEFAULT_TARGET) -> tuple[TextTokenizer, int]:
 
 
 def default_draft(target: Target) -> str:
-    return "toy" if target.engine == "toy" else "prompt-lookup"
+    """The shipped trained draft for the default target; prompt lookup for other targets; toy for the toy."""
+    if target.engine == "toy":
+        return "toy"
+    return "trained" if target.name == DEFAULT_DISPLAY and SHIPPED_DRAFT.is_dir() else "prompt-lookup"
 
 
 def load_draft(spec: str | list[str], target: Target, dtype: str = "bfloat16", lookup_ngram: int = 3,
@@ -140,7 +150,10 @@ def load_draft(spec: str | list[str], target: Target, dtype: str = "bfloat16", l
     vocab_size = target.model.vocab_size
     if kind in ("unigram", "bigram"):
         if not arg:
-            raise ValueError(f"--draft {kind} needs the table file: --draft {kind} FILE")
+            if target.name != DEFAULT_DISPLAY or not SHIPPED_NGRAM.is_file():
+                raise ValueError(f"--draft {kind} needs a table file for this target: --draft {kind} FILE "
+                                 "(build one with `specdecode ngram build`)")
+            arg = str(SHIPPED_NGRAM)
         table = NgramTable.load(arg)
         if isinstance(target.tokenizer, TextTokenizer) and table.tokenizer != target.tokenizer.fingerprint():
             raise ValueError(f"the n-gram table {arg!r} was built with a different tokenizer than the target's")
@@ -157,6 +170,10 @@ def load_draft(spec: str | list[str], target: Target, dtype: str = "bfloat16", l
         return ModelDraft(bigram_pair()[1])
     if target.engine == "toy":
         raise ValueError("the toy target takes the drafts toy, prompt-lookup or none")
+    if kind == "trained":
+        if not SHIPPED_DRAFT.is_dir():
+            raise ValueError("no trained draft is shipped in this installation")
+        kind = str(SHIPPED_DRAFT)
     directory = resolve_checkpoint(kind)
     draft_tokenizer = _tokenizer(directory)
     config_vocab = json.loads((directory / "config.json").read_text()).get("vocab_size", len(draft_tokenizer.hf))

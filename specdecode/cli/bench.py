@@ -1,108 +1,85 @@
-"""`specdecode bench`: methods side by side on the project's prompts, alternating, same machine and threads."""
+"""`specdecode bench`: every method side by side on held-out prompts, alternating, with a report under docs/bench/."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import platform
+import shlex
+import sys
+import tempfile
 from pathlib import Path
 
 import torch
 from rich.table import Table
 
-from ..bench.methods import Method, ours, transformers_generate
-from ..bench.runner import run_alternating, summarize
-from ..load import load_draft, load_target, resolve_checkpoint
+from ..bench import report as reports
+from ..bench.suite import Plan, default_plan, quick_plans, run_plan
+from ..load import SHIPPED_DRAFT, SHIPPED_NGRAM
 from ..models.default import DEFAULT_TARGET
-from ..models.hf import HFCausalLM, load_hf_model, parse_dtype
-from ..prompts import KINDS, load_prompts
-from ..sampling import SamplingConfig
 from .console import make_console
-
-DEFAULT_METHODS = "plain,hf,hf-lookup:10,spec:prompt-lookup:5"
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("bench", help="compare methods side by side (ours vs transformers' generate)",
-                       description="Run each method on the same prompts, alternating the order prompt by prompt. "
-                       "Methods: plain (ours), hf (transformers generate), hf-lookup:N (its prompt lookup), "
-                       "hf-assisted:DIR (its assisted generation), spec:DRAFT:GAMMA (ours).")
+    p = sub.add_parser(
+        "bench", help="ours vs transformers' generate / assisted generation, predicted vs measured speed-ups",
+        description="Runs every method on the same held-out prompts, alternating their order prompt by prompt, "
+        "after measuring the cost of target passes of k tokens. Writes report.json, report.md and plots.",
+        epilog="Method specs for --methods: plain, plain-hf, hf, hf-lookup:N, hf-assisted:DRAFT_DIR, "
+        "spec:DRAFT:GAMMA (GAMMA an integer or auto; DRAFT as for generate --draft).")
+    p.add_argument("--quick", action="store_true", help="a smoke run on the toy pair and a tiny random model (CI)")
+    p.add_argument("--out", type=Path, default=Path("docs/bench"), help="report directory (default docs/bench)")
     p.add_argument("--target", default=DEFAULT_TARGET)
-    p.add_argument("--methods", default=DEFAULT_METHODS, help=f"comma-separated (default {DEFAULT_METHODS})")
-    p.add_argument("--kinds", default=",".join(KINDS), help="prompt kinds to use")
-    p.add_argument("--split", default="test", choices=["dev", "test", "all"])
-    p.add_argument("--limit", type=int, default=None, help="at most this many prompts per kind")
+    p.add_argument("--draft", default=str(SHIPPED_DRAFT), help="draft model directory (default: the shipped draft)")
+    p.add_argument("--ngram", default=str(SHIPPED_NGRAM), help="n-gram table for the bigram / unigram drafts")
+    p.add_argument("--methods", default=None, help="comma-separated method specs (greedy only) instead of the suite")
+    p.add_argument("--prompts-per-kind", type=int, default=2, help="held-out prompts of each of the six kinds (2)")
     p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-p", type=float, default=None)
-    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--json", type=Path, default=None, help="also write every raw figure to this JSON file")
     p.set_defaults(run=run)
 
 
-def _methods(spec: str, target, dtype: str) -> list[Method]:
-    stops = target.tokenizer.stop_token_ids
-    methods = []
-    for item in spec.split(","):
-        kind, _, rest = item.strip().partition(":")
-        if kind == "plain":
-            methods.append(ours(f"ours plain ({target.engine})", target.model, None, 0, stops, target.engine))
-        elif kind == "plain-hf":
-            methods.append(ours("ours plain (transformers)", HFCausalLM(target.transformers_model()), None, 0, stops,
-                                "transformers"))
-        elif kind == "hf":
-            methods.append(transformers_generate("transformers generate", target.transformers_model(), stops))
-        elif kind == "hf-lookup":
-            n = int(rest or 10)
-            methods.append(transformers_generate(f"transformers prompt lookup {n}", target.transformers_model(),
-                                                 stops, prompt_lookup_num_tokens=n))
-        elif kind == "hf-assisted":
-            assistant = load_hf_model(resolve_checkpoint(rest), parse_dtype(dtype))[0]
-            methods.append(transformers_generate("transformers assisted", target.transformers_model(), stops,
-                                                 assistant_model=assistant))
-        elif kind == "spec":
-            draft_name, _, gamma = rest.rpartition(":")
-            draft = load_draft(draft_name, target, dtype)
-            methods.append(ours(f"ours {draft.name} gamma {gamma}", target.model, draft,
-                                gamma if gamma == "auto" else int(gamma), stops, target.engine))
-        else:
-            raise ValueError(f"unknown bench method {item!r}")
-    return methods
-
-
 def run(args: argparse.Namespace) -> int:
-    if args.threads:
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError("--threads must be >= 1")
         torch.set_num_threads(args.threads)
-    sampling = SamplingConfig(args.temperature, None, args.top_p)
-    kinds = tuple(k.strip() for k in args.kinds.split(","))
-    unknown = [k for k in kinds if k not in KINDS]
-    if unknown:
-        raise ValueError(f"unknown prompt kind {unknown[0]!r}: choose from {', '.join(KINDS)}")
-    prompts = []
-    for kind in kinds:
-        chosen = load_prompts(None if args.split == "all" else args.split, (kind,))
-        prompts += chosen[: args.limit] if args.limit else chosen
-    target = load_target(args.target, args.dtype)
-    methods = _methods(args.methods, target, args.dtype)
-    encoded = [(p.id, target.tokenizer.encode(p.prompt)) for p in prompts]
-    records = run_alternating(methods, encoded, sampling, args.max_new_tokens, reference=methods[0].name)
-    summaries = [summarize(records, m.name) for m in methods]
-    base = next((s for s in summaries if s["method"] == "transformers generate"), summaries[0])
-    table = Table("method", "tokens/s", f"vs {base['method']}", "tokens/call", "alpha", "greedy identical",
-                  title=f"{target.name}, {args.dtype}, {torch.get_num_threads()} threads, {sampling.describe()}, "
-                  f"{len(prompts)} prompts x {args.max_new_tokens} tokens")
-    for s in summaries:
-        table.add_row(s["method"], f"{s['tokens_per_second']:.1f}",
-                      f"{s['tokens_per_second'] / base['tokens_per_second']:.2f}x",
-                      f"{s['tokens_per_target_call']:.2f}" if s["tokens_per_target_call"] else "",
-                      f"{s['alpha']:.2f}" if s["alpha"] is not None else "", s["identical"] or "")
-    make_console().print(table)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "command": "specdecode bench " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
-                                                      if k not in ("run", "command") and v is not None),
-            "machine": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
-            "dtype": args.dtype, "summaries": summaries, "records": [r.__dict__ for r in records]}, indent=1))
+    if args.prompts_per_kind < 1 or args.max_new_tokens < 1:
+        raise ValueError("--prompts-per-kind and --max-new-tokens must be >= 1")
+    command = "specdecode " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["bench"] else "specdecode bench"
+    with tempfile.TemporaryDirectory() as scratch:
+        if args.quick:
+            plans = quick_plans(Path(scratch))
+        elif args.methods:
+            plans = [Plan(args.target, greedy=[m.strip() for m in args.methods.split(",")], sampled=[],
+                          name="custom")]
+        else:
+            ngram = args.ngram if Path(args.ngram).is_file() else None
+            plans = [default_plan(args.target, args.draft, ngram)]
+        for plan in plans:
+            plan.prompts_per_kind = min(plan.prompts_per_kind, args.prompts_per_kind) if args.quick \
+                else args.prompts_per_kind
+            plan.max_new_tokens = min(plan.max_new_tokens, args.max_new_tokens) if args.quick \
+                else args.max_new_tokens
+            report = reports.add_predictions(run_plan(plan))
+            out = args.out / plan.name if len(plans) > 1 else args.out
+            written = reports.write(report, out, command)
+            _print(report)
+            print(f"wrote {', '.join(str(p) for p in written)}")
     return 0
+
+
+def _print(report: dict) -> None:
+    console = make_console()
+    for name, c in report["costs"].items():
+        cells = ", ".join(f"k={k} {v:.1f} ms" for k, v in c["ms"].items())
+        console.print(f"{name}: {cells}; plain {c['plain_tokens_per_second']:.1f} tok/s, bandwidth "
+                      f"{c['bandwidth_achieved_gb_s']:.1f} GB/s ({c['bandwidth_fraction']:.0%} of "
+                      f"{report['machine']['read_bandwidth_gb_s']:.1f})", markup=False)
+    table = Table("sampling", "method", "tokens/s", "vs generate", "tokens/call", "alpha", "measured", "predicted",
+                  "identical", title=f"{report['target']}, {report['machine']['dtype']}, "
+                  f"{report['machine']['threads']} threads")
+    for m in report["methods"]:
+        table.add_row(m["sampling"], m["method"], f"{m['tokens_per_second']:.1f}",
+                      reports.fmt(m.get("speedup_vs_generate"), ".2f", "x"), reports.fmt(m["tokens_per_target_call"]),
+                      reports.fmt(m["alpha"]), reports.fmt(m.get("measured_speedup"), ".2f", "x"),
+                      reports.fmt(m.get("predicted_speedup"), ".2f", "x"), m["identical"] or "")
+    console.print(table)

@@ -34,7 +34,8 @@ def add_parser(sub) -> None:
     p.add_argument("--target", default=DEFAULT_TARGET,
                    help=f"'{DEFAULT_TARGET}' (default), 'toy', or a transformers model directory")
     p.add_argument("--draft", default=None, metavar="DRAFT",
-                   help=f"one of: {', '.join(DRAFT_KINDS)} (default: prompt-lookup; toy for the toy target)")
+                   help=f"one of: {', '.join(DRAFT_KINDS)} (default: the trained draft for smollm2, "
+                   "else prompt-lookup; toy for the toy target)")
     p.add_argument("--gamma", type=gamma_arg, default="auto",
                    help="drafts per round (an integer >= 1), or 'auto' (default): chosen every round from the "
                    "measured acceptance rate and costs")

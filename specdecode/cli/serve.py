@@ -8,6 +8,7 @@ import sys
 
 from ..load import DRAFT_KINDS, ENGINES
 from ..models.default import DEFAULT_TARGET
+from .generate import gamma_arg
 
 
 def add_parser(sub) -> None:
@@ -25,8 +26,10 @@ def add_parser(sub) -> None:
     p.add_argument("--target", default=DEFAULT_TARGET,
                    help=f"'{DEFAULT_TARGET}' (default), 'toy', or a transformers model directory")
     p.add_argument("--draft", default=None, metavar="DRAFT",
-                   help=f"one of: {', '.join(DRAFT_KINDS)} (default: prompt-lookup; toy for the toy target)")
-    p.add_argument("--gamma", type=int, default=5, help="default drafts per round, >= 1 (requests may override)")
+                   help=f"one of: {', '.join(DRAFT_KINDS)} (default: the trained draft for smollm2, "
+                   "else prompt-lookup; toy for the toy target)")
+    p.add_argument("--gamma", type=gamma_arg, default="auto",
+                   help="default drafts per round: an integer >= 1, or 'auto' (default; requests may override)")
     p.add_argument("--max-tokens", type=int, default=2048, help="the most tokens one request may ask for (2048)")
     p.add_argument("--max-prompt-tokens", type=int, default=4096, help="the longest prompt accepted, in tokens")
     p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"], help="weights dtype (bfloat16)")
@@ -39,7 +42,9 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise ValueError(f"--port must be in 0..65535, got {args.port}")
-    for name in ("gamma", "max_tokens", "max_prompt_tokens"):
+    if args.gamma != "auto" and args.gamma < 1:
+        raise ValueError(f"--gamma must be >= 1 or 'auto', got {args.gamma}")
+    for name in ("max_tokens", "max_prompt_tokens"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     import uvicorn

@@ -25,6 +25,10 @@ def add_parser(sub) -> None:
     p.add_argument("--answer-tokens", type=int, default=b.answer_tokens,
                    help=f"longest target answer (default {b.answer_tokens})")
     p.add_argument("--batch", type=int, default=b.batch, help=f"prompts the target answers at once ({b.batch})")
+    p.add_argument("--text-positions", type=int, default=b.text_positions,
+                   help=f"positions of standard-library text the target scores (default {b.text_positions})")
+    p.add_argument("--data-cache", type=Path, default=None,
+                   help="save the target's answers and scores here, or reuse them if the file exists")
     p.add_argument("--train-minutes", type=float, default=b.train_seconds / 60,
                    help=f"training time budget (default {b.train_seconds / 60:g})")
     p.add_argument("--hidden", type=int, default=s.hidden, help=f"draft width (default {s.hidden})")
@@ -36,7 +40,8 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    for name in ("prompts", "answer_tokens", "batch", "hidden", "layers", "eval_prompts", "eval_tokens"):
+    for name in ("prompts", "answer_tokens", "batch", "text_positions", "hidden", "layers", "eval_prompts",
+                 "eval_tokens"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
     if args.train_minutes <= 0:
@@ -44,10 +49,10 @@ def run(args: argparse.Namespace) -> int:
     if args.hidden % 4:
         raise ValueError("--hidden must be a multiple of 4 (4 attention heads)")
     target = load_target(args.target)
-    budget = Budget(args.prompts, args.answer_tokens, args.batch, args.train_minutes * 60, args.eval_prompts,
-                    args.eval_tokens)
+    budget = Budget(args.prompts, args.answer_tokens, args.batch, args.text_positions, args.train_minutes * 60,
+                    args.eval_prompts, args.eval_tokens)
     shape = DraftShape(hidden=args.hidden, layers=args.layers, intermediate=3 * args.hidden)
-    summary = train_draft(target, args.out, budget, shape, args.seed)
+    summary = train_draft(target, args.out, budget, shape, args.seed, data_cache=args.data_cache)
     t = summary["training"]
     e = summary["evaluation"]
     print(f"wrote {args.out}: {summary['parameters'] / 1e6:.1f}M parameters, {summary['answer_tokens']} target "

@@ -18,17 +18,56 @@ from ..prompts import load_prompts
 from ..sampling import SamplingConfig
 from .prompts import training_prompts
 from .teacher import Answer, BatchedTeacher
-from .train import DraftShape, examples_from, make_draft, train
+from .train import DraftShape, examples_from, make_draft, output_vocabulary, train
 
 
 @dataclass
 class Budget:
-    prompts: int = 2400  # training prompts answered by the target
+    prompts: int = 1600  # training prompts answered by the target (~25 min)
     answer_tokens: int = 160  # longest answer per prompt
     batch: int = 32  # prompts answered at once
-    train_seconds: float = 1500.0
+    text_positions: int = 250_000  # positions of standard-library text the target scores (~9 min)
+    train_seconds: float = 1320.0
     eval_prompts: int = 12  # held-out bench prompts (split "test") for the final alpha
     eval_tokens: int = 96
+
+
+def stdlib_documents(tokenizer, positions: int, seed: int, length: int = 256) -> list[list[int]]:
+    """Chunks of `length` tokens of standard-library source (code and docstrings), `positions` in all."""
+    import sysconfig
+
+    files = sorted(Path(sysconfig.get_paths()["stdlib"]).rglob("*.py"))
+    random.Random(seed + 1).shuffle(files)
+    chunks: list[list[int]] = []
+    for path in files:
+        if "test" in path.parts or len(chunks) * length >= positions:
+            continue
+        try:
+            ids = tokenizer.encode(path.read_text(encoding="utf-8"), chat=False)
+        except (UnicodeDecodeError, OSError):
+            continue
+        chunks += [ids[i: i + length] for i in range(0, len(ids) - length // 2, length)]
+    return chunks[: positions // length]
+
+
+def score_text(target: Target, documents: list[list[int]], batch: int = 16) -> list[Answer]:
+    teacher = BatchedTeacher(target.model)
+    scored: list[Answer] = []
+    for start in tqdm(range(0, len(documents), batch), desc="target scores text", unit="batch"):
+        scored += teacher.score(documents[start: start + batch])
+    return scored
+
+
+def cached(path: Path | None, make):
+    """make(), saved to / reused from `path` (the target's answers take most of train-draft's time)."""
+    if path is not None and path.is_file():
+        print(f"reusing the target's answers and scores cached in {path}")
+        return torch.load(path, weights_only=False)
+    value = make()
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(value, path)
+    return value
 
 
 def collect_answers(target: Target, prompts: list[str], budget: Budget, seed: int) -> list[Answer]:
@@ -71,22 +110,26 @@ def evaluate(target: Target, draft_dir: Path, n_prompts: int, max_new_tokens: in
 
 
 def train_draft(target: Target, out: Path, budget: Budget, shape: DraftShape, seed: int = 0,
-                progress: bool = True) -> dict:
+                progress: bool = True, data_cache: Path | None = None) -> dict:
     if target.engine != "native":
         raise ValueError("train-draft needs a target the native engine runs (a Llama-family checkpoint)")
     started = time.perf_counter()
     torch.manual_seed(seed)
     prompts = training_prompts(budget.prompts, seed)
-    answers = collect_answers(target, prompts, budget, seed)
+    answers, scored = cached(data_cache, lambda: (
+        collect_answers(target, prompts, budget, seed),
+        score_text(target, stdlib_documents(target.tokenizer, budget.text_positions, seed))))
     generated_at = time.perf_counter()
     examples = examples_from(answers, shape.max_positions)
     random.Random(seed).shuffle(examples)
-    n_held = max(1, len(examples) // 20)
-    held_out, train_set = examples[:n_held], examples[n_held:]
+    n_held = max(1, len(examples) // 20)  # held out: answers to training prompts never trained on
+    held_out, train_set = examples[:n_held], examples[n_held:] + examples_from(scored, shape.max_positions)
 
     config = json.loads((target.source / "config.json").read_text())
     model = make_draft(config, target.model.embed.float(), shape, seed)
-    report = train(model, train_set, held_out, budget.train_seconds, seed=seed, progress=progress)
+    vocabulary = output_vocabulary(train_set, config["vocab_size"])
+    report = train(model, train_set, held_out, budget.train_seconds, seed=seed, progress=progress,
+                   vocabulary=vocabulary)
 
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -102,6 +145,7 @@ def train_draft(target: Target, out: Path, budget: Budget, shape: DraftShape, se
         "target": target.name, "seed": seed, "budget": asdict(budget), "shape": asdict(shape),
         "parameters": sum(p.numel() for p in model.parameters()),
         "training_prompts": len(prompts), "answer_tokens": sum(len(a.tokens) for a in answers),
+        "scored_text_positions": sum(len(a.top_ids) for a in scored), "output_vocabulary": len(vocabulary),
         "train_positions": sum(len(e.top_ids) for e in train_set), "held_out_positions":
         sum(len(e.top_ids) for e in held_out), "generation_seconds": generated_at - started,
         "training": {k: v for k, v in report.items() if k != "loss_curve"}, "loss_curve": report["loss_curve"],

@@ -53,7 +53,7 @@ def make_draft(target_config: dict, target_embedding: torch.Tensor, shape: Draft
     return model
 
 
-PROMPT_WEIGHT = 0.5  # prompt positions teach language and copying; answer positions are what the draft will face
+PROMPT_WEIGHT = 0.5  # prompt and text positions teach language and copying; answers are what the draft will face
 
 
 @dataclass
@@ -66,9 +66,9 @@ class Example:
 
 def examples_from(answers: list[Answer], max_len: int) -> list[Example]:
     out = []
-    for a in answers:
+    for a in answers:  # an Answer with no answer tokens is teacher-scored text: every position weighs PROMPT_WEIGHT
         ids = (a.prompt + a.tokens)[:max_len]
-        if len(ids) <= len(a.prompt):
+        if len(ids) < 2:
             continue
         n = len(ids) - 1
         probs = a.top_logprobs[:n].float().exp()
@@ -78,8 +78,25 @@ def examples_from(answers: list[Answer], max_len: int) -> list[Example]:
     return out
 
 
-def soft_loss(model, batch: list[Example], answers_only: bool = False) -> tuple[torch.Tensor, int]:
-    """Weighted mean cross-entropy of the draft against the target's top-k lists over a batch's positions."""
+def output_vocabulary(examples: list[Example], vocab_size: int, mass: float = 0.995,
+                      limit: int = 12288) -> torch.Tensor:
+    """The tokens that carry `mass` of the target's probability over the training positions (at most `limit`),
+    sorted: the softmax most training steps are computed over (49k-way output layers cost 88% of a step)."""
+    weight = torch.zeros(vocab_size, dtype=torch.float64)
+    for e in examples:
+        weight.index_add_(0, e.top_ids.reshape(-1), e.top_probs.reshape(-1).double())
+    order = weight.argsort(descending=True)
+    cumulative = weight[order].cumsum(0) / weight.sum()
+    n = min(int((cumulative < mass).sum()) + 1, limit)
+    return order[:n].sort().values
+
+
+def soft_loss(model, batch: list[Example], answers_only: bool = False,
+              vocabulary: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
+    """Weighted mean cross-entropy of the draft against the target's top-k lists over a batch's positions.
+
+    vocabulary: compute the softmax over these token ids only (the target's lists renormalised onto them).
+    """
     length = max(len(e.ids) for e in batch)
     ids = torch.zeros(len(batch), length, dtype=torch.int64)
     mask = torch.zeros(len(batch), length, dtype=torch.int64)
@@ -91,17 +108,31 @@ def soft_loss(model, batch: list[Example], answers_only: bool = False) -> tuple[
     keep = weights == 1 if answers_only else weights > 0
     rows = torch.cat([torch.full((len(e.top_ids),), r) for r, e in enumerate(batch)])[keep]
     cols = torch.cat([torch.arange(len(e.top_ids)) for e in batch])[keep]
-    logq = torch.log_softmax(model.lm_head(hidden[rows, cols]).float(), dim=-1)  # [N, V]
     top_ids = torch.cat([e.top_ids for e in batch])[keep]
     top_probs = torch.cat([e.top_probs for e in batch])[keep]
     w = weights[keep]
+    h = hidden[rows, cols]
+    if vocabulary is None:
+        logq = torch.log_softmax(model.lm_head(h).float(), dim=-1)  # [N, V]
+    else:
+        logq = torch.log_softmax((h @ model.lm_head.weight[vocabulary].T).float(), dim=-1)  # [N, |vocabulary|]
+        where = torch.full((model.config.vocab_size,), -1, dtype=torch.int64)
+        where[vocabulary] = torch.arange(len(vocabulary))
+        top_ids = where[top_ids]
+        top_probs = top_probs * (top_ids >= 0)
+        top_probs = top_probs / top_probs.sum(-1, keepdim=True).clamp_min(1e-9)
+        top_ids = top_ids.clamp_min(0)
     loss = -((top_probs * logq.gather(-1, top_ids)).sum(-1) * w).sum() / w.sum()
     return loss, len(rows)
 
 
 def train(model, train_set: list[Example], held_out: list[Example], seconds: float, lr: float = 3e-3,
-          batch_positions: int = 768, seed: int = 0, progress: bool = True) -> dict:
-    """AdamW with warm-up and cosine decay, for a wall-clock budget. Returns the loss curve and held-out losses."""
+          batch_positions: int = 1024, seed: int = 0, progress: bool = True, vocabulary: torch.Tensor | None = None,
+          calibrate: float = 0.15) -> dict:
+    """AdamW with warm-up and cosine decay, for a wall-clock budget. Returns the loss curve and held-out losses.
+
+    With a vocabulary, the softmax runs over it until the last `calibrate` fraction of the time, which uses the
+    full output layer so that the tokens outside it end up with low probability too."""
     rng = random.Random(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.95))
     batches = _batches(train_set, batch_positions)
@@ -116,7 +147,7 @@ def train(model, train_set: list[Example], held_out: list[Example], seconds: flo
             group["lr"] = lr * min(1.0, (step + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * fraction)))
         batch = rng.choice(batches)
         model.train()
-        loss, _ = soft_loss(model, batch)
+        loss, _ = soft_loss(model, batch, vocabulary=vocabulary if fraction < 1 - calibrate else None)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -1,0 +1,185 @@
+"""Bench reports: predicted vs measured speed-ups, a Markdown table, and PNG plots, from a run's raw figures.
+
+Prediction (the paper's formula with this machine's measured costs), for ours with a draft at gamma g:
+
+    predicted = E[tokens](alpha, g) / (g c + T(g + 1) / T(1))       vs  measured = decode tok/s / plain decode tok/s
+
+alpha and c are the run's own measured values; T(k) comes from the pass-cost profile. Decode tok/s leaves out the
+prompt prefill, which both methods pay alike. With gamma "auto" the mean gamma of the run stands in for g.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from .. import analysis
+
+
+def _decode_rate(runs: list[dict], method: str, sampling: str) -> float | None:
+    mine = [r for r in runs if r["method"] == method and r["sampling"] == sampling and r["stats"]]
+    tokens = sum(r["new_tokens"] for r in mine)
+    seconds = sum(r["stats"]["seconds"] - r["stats"]["prefill_seconds"] for r in mine)
+    return tokens / seconds if seconds > 0 else None
+
+
+def _verify_ratio(costs: dict, k: float) -> float:
+    """T(k) / T(1) by linear interpolation over the measured k."""
+    ratio = {int(a): b for a, b in costs["ratio"].items()}
+    ks = sorted(ratio)
+    k = min(max(k, ks[0]), ks[-1])
+    lo = max(x for x in ks if x <= k)
+    hi = min(x for x in ks if x >= k)
+    return ratio[lo] if hi == lo else ratio[lo] + (ratio[hi] - ratio[lo]) * (k - lo) / (hi - lo)
+
+
+def add_predictions(report: dict) -> dict:
+    """Fill in, for every method: speed-up over transformers' generate, and for ours with a draft the measured and
+    predicted decode speed-ups over ours plain, and each draft's best gamma, predicted and measured."""
+    costs = report["costs"][report["engine"]]
+    plain_name = f"ours plain ({report['engine']})"
+    for m in report["methods"]:
+        base = next((x for x in report["methods"] if x["method"] == "transformers generate"
+                     and x["sampling"] == m["sampling"]), None)
+        m["speedup_vs_generate"] = m["tokens_per_second"] / base["tokens_per_second"] if base else None
+        if m["family"] != "ours" or m["draft"] == "none":
+            continue
+        plain = _decode_rate(report["runs"], plain_name, m["sampling"])
+        mine = _decode_rate(report["runs"], m["method"], m["sampling"])
+        stats = [r["stats"] for r in report["runs"] if r["method"] == m["method"] and r["sampling"] == m["sampling"]]
+        rounds = sum(s["rounds"] for s in stats)
+        gamma = sum(s["tokens_drafted"] for s in stats) / rounds if rounds else 0.0
+        draft_time = sum(s["draft_seconds"] for s in stats)
+        target_time = sum(s["target_seconds"] for s in stats)
+        draft_calls = sum(s["draft_calls"] for s in stats)
+        t1 = costs["ms"]["1"] if "1" in costs["ms"] else costs["ms"][1]
+        m["mean_gamma"] = gamma
+        m["c"] = (draft_time / draft_calls) / (t1 / 1e3) if draft_calls else 0.0
+        m["verify_ratio"] = _verify_ratio(costs, gamma + 1)
+        m["measured_speedup"] = mine / plain if mine and plain else None
+        alpha = m["alpha"]
+        if alpha is not None and gamma >= 1 and m["tokens_per_target_call"]:
+            g = max(1, round(gamma))
+            m["predicted_speedup"] = analysis.speedup(alpha, g, m["c"], m["verify_ratio"])
+            m["predicted_speedup_paper"] = analysis.speedup(alpha, g, m["c"])  # verify pass taken as free
+            m["predicted_best_gamma"] = analysis.best_gamma(alpha, m["c"], 12, lambda k: _verify_ratio(costs, k))
+        m["target_seconds_per_call"] = target_time / max(1, sum(s["target_calls"] for s in stats))
+    return report
+
+
+def write(report: dict, out: Path, command: str) -> list[Path]:
+    """report.json, report.md and the plots, under `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    report = dict(report, command=command)
+    (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
+    plots = _plots(report, out)
+    (out / "report.md").write_text(markdown(report, [p.name for p in plots]))
+    return [out / "report.json", out / "report.md", *plots]
+
+
+def fmt(x, fmt=".2f", suffix=""):
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:{fmt}}{suffix}"
+
+
+def markdown(report: dict, plots: list[str]) -> str:
+    mc = report["machine"]
+    lines = [f"# Bench: {report['target']} ({report['plan']})", "",
+             f"Command: `{report['command']}`  ", f"Commit {mc['commit']}, {mc['date']}; {mc['cpu']}, "
+             f"{mc['threads']} threads, {mc['dtype']}, torch {mc['torch']}; read bandwidth "
+             f"{mc['read_bandwidth_gb_s']:.1f} GB/s. {len(report['prompts'])} held-out prompts x "
+             f"{report['max_new_tokens']} new tokens; methods alternate prompt by prompt. "
+             f"Total {report['seconds'] / 60:.1f} min.", "", "## Cost of a target pass of k new tokens", "",
+             "| engine | " + " | ".join(f"k={k}" for k in next(iter(report["costs"].values()))["ms"]) +
+             " | plain tok/s (1/T(1)) | bandwidth achieved |",
+             "|---" * (len(next(iter(report["costs"].values()))["ms"]) + 3) + "|"]
+    for name, c in report["costs"].items():
+        cells = [f"{v:.1f} ms ({c['ratio'][k]:.2f}x)" for k, v in c["ms"].items()]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {c['plain_tokens_per_second']:.1f} | "
+                     f"{c['bandwidth_achieved_gb_s']:.1f} GB/s ({c['bandwidth_fraction']:.0%} of the machine's) |")
+    for sampling in dict.fromkeys(m["sampling"] for m in report["methods"]):
+        lines += ["", f"## Methods, {sampling}", "",
+                  "| method | tokens/s | vs generate | tokens/call | alpha | mean gamma | c | T(g+1)/T(1) | "
+                  "measured speed-up | predicted | predicted (paper, free verify) | greedy identical |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for m in (m for m in report["methods"] if m["sampling"] == sampling):
+            lines.append(
+                f"| {m['method']} | {m['tokens_per_second']:.1f} | {fmt(m.get('speedup_vs_generate'), '.2f', 'x')} | "
+                f"{fmt(m['tokens_per_target_call'])} | {fmt(m['alpha'])} | {fmt(m.get('mean_gamma'), '.1f')} | "
+                f"{fmt(m.get('c'), '.3f')} | {fmt(m.get('verify_ratio'))} | "
+                f"{fmt(m.get('measured_speedup'), '.2f', 'x')} | {fmt(m.get('predicted_speedup'), '.2f', 'x')} | "
+                f"{fmt(m.get('predicted_speedup_paper'), '.2f', 'x')} | {m['identical'] or ''} |")
+    lines += ["", *[f"![{p}]({p})" for p in plots], ""]
+    return "\n".join(lines)
+
+
+def _plots(report: dict, out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    greedy = [m for m in report["methods"] if m["sampling"] == "greedy"]
+
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(greedy) + 1.5))
+    names = [m["method"] for m in greedy][::-1]
+    ax.barh(names, [m["tokens_per_second"] for m in greedy][::-1],
+            color=["#2b7bba" if m["family"] == "ours" else "#999999" for m in greedy][::-1])
+    ax.set_xlabel("tokens/s (greedy, end to end)")
+    ax.set_title(f"{report['target']}: tokens/s by method")
+    fig.tight_layout()
+    paths.append(out / "tokens_per_second.png")
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    fixed = {}
+    for m in greedy:
+        if m["family"] == "ours" and isinstance(m["gamma"], int) and m.get("measured_speedup"):
+            fixed.setdefault(m["draft"], []).append(m)
+    if fixed:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for draft, ms in fixed.items():
+            ms.sort(key=lambda m: m["gamma"])
+            gammas = [m["gamma"] for m in ms]
+            line = ax.plot(gammas, [m["measured_speedup"] for m in ms], "o-", label=f"{draft}: measured")[0]
+            ax.plot(gammas, [m.get("predicted_speedup") for m in ms], "s--", color=line.get_color(),
+                    label=f"{draft}: predicted (measured T(k))")
+            ax.plot(gammas, [m.get("predicted_speedup_paper") for m in ms], ":", color=line.get_color(),
+                    label=f"{draft}: paper formula (free verify)")
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xlabel("gamma")
+        ax.set_ylabel("decode speed-up over plain")
+        ax.legend(fontsize=8)
+        ax.set_title("Speed-up vs gamma, predicted and measured (greedy)")
+        fig.tight_layout()
+        paths.append(out / "speedup_vs_gamma.png")
+        fig.savefig(paths[-1], dpi=110)
+        plt.close(fig)
+
+    by_draft: dict[str, tuple[list[int], list[int]]] = {}  # method -> (accepted at, tested at), summed
+    for r in report["runs"]:
+        s = r["stats"]
+        if s and s.get("tokens_drafted") and r["sampling"] == "greedy" and "auto" in r["method"]:
+            accepted, tested = by_draft.setdefault(r["method"], ([], []))
+            for i, (a, t) in enumerate(zip(s["accepted_at"], s["tested_at"], strict=True)):
+                if i == len(tested):
+                    accepted.append(0)
+                    tested.append(0)
+                accepted[i] += a
+                tested[i] += t
+    if by_draft:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for name, (accepted, tested) in by_draft.items():
+            rates = [a / t if t else float("nan") for a, t in zip(accepted, tested, strict=True)]
+            ax.plot(range(1, len(rates) + 1), rates, "o-", label=name)
+        ax.set_xlabel("draft position")
+        ax.set_ylabel("acceptance rate (mean over prompts)")
+        ax.set_ylim(0, 1)
+        ax.legend(fontsize=8)
+        ax.set_title("Acceptance by draft position (greedy, gamma auto)")
+        fig.tight_layout()
+        paths.append(out / "acceptance_by_position.png")
+        fig.savefig(paths[-1], dpi=110)
+        plt.close(fig)
+    return paths

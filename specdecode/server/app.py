@@ -1,0 +1,152 @@
+"""The FastAPI app: OpenAI-compatible endpoints, the page's endpoints, and the page itself.
+
+    GET  /                        the explainer page (static/index.html, app.js, style.css; nothing from the net)
+    GET  /health                  liveness and what is served
+    GET  /v1/models               the served target
+    POST /v1/completions          OpenAI completions (prompt), optionally streamed
+    POST /v1/chat/completions     OpenAI chat completions (messages), optionally streamed
+    POST /api/live                the live figure: one event per round, then the measured numbers
+    POST /api/toy/round           the "draft, verify, repeat" figure: one round of the toy pair
+    GET  /api/draws               the "10,000 draws" figure: the rule on the worked example
+    GET  /api/gamma               the "choosing gamma" figure: speed-up and extra arithmetic over gamma
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import anyio
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import FileResponse, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+
+from ..engine import Round
+from ..models.default import DEFAULT_TARGET
+from . import errors, figures, openai
+from .schemas import ChatRequest, CompletionRequest, LiveRequest, ToyRoundRequest
+from .service import Job, Service
+
+STATIC = Path(__file__).parent / "static"
+log = logging.getLogger("specdecode.server")
+
+
+class ClosingStreamingResponse(StreamingResponse):
+    """A streaming response that always closes its body, so a generation's lock is released when a client leaves
+    (Starlette leaves an abandoned body generator to the garbage collector)."""
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.body_iterator.aclose()
+
+
+def create_app(target: str = DEFAULT_TARGET, draft: str | None = None, dtype: str = "bfloat16",
+               engine: str = "auto", max_prompt_tokens: int = 4096, max_tokens: int = 2048,
+               gamma: int | str = "auto") -> FastAPI:
+    """The app serving `target` with `draft` (None: the target's default draft), loaded on first use.
+
+    max_prompt_tokens and max_tokens cap what one request may ask for; gamma is the default drafts per round (an
+    integer, or "auto": chosen each round by `adaptive.AdaptiveGamma`).
+    """
+    service = Service(target, draft, dtype, engine, gamma, max_prompt_tokens, max_tokens)
+    app = FastAPI(title="specdecode", version="0.1.0", docs_url=None, redoc_url=None,  # the docs UIs need a CDN
+                  description="Exact speculative decoding behind an OpenAI-compatible API.")
+    app.state.service = service
+    errors.install(app)
+    started = int(time.time())
+
+    def streamed(job: Job, request: Request, events: Callable[[AsyncIterator[Round]], AsyncIterator[str]],
+                 error_event: str | None = None) -> StreamingResponse:
+        async def body() -> AsyncIterator[str]:
+            try:
+                async with contextlib.aclosing(service.rounds(job.generation, request.is_disconnected)) as rounds:
+                    async for event in events(rounds):
+                        yield event
+            except Exception as error:  # the status line is gone: report in the stream, then end it
+                log.exception("generation failed")
+                yield openai.sse(errors.error_body(f"generation failed: {error}", 500), error_event)
+                if error_event is None:
+                    yield openai.sse("[DONE]")
+                return
+            _log_job(job, request)
+
+        return ClosingStreamingResponse(body(), media_type="text/event-stream",
+                                        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    async def respond(job: Job, request: Request, stream: bool, kind: openai.Kind):
+        if stream:
+            return streamed(job, request, lambda rounds: openai.stream(job, rounds, kind))
+        await service.run(job.generation, request.is_disconnected)
+        _log_job(job, request)
+        return openai.answer(job, kind)
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/health")
+    async def health() -> dict:
+        loaded = service.loaded
+        return {"status": "ok", "target": service.model_id, "draft": loaded.draft_name if loaded else
+                (service.draft_spec or "default"), "loaded": loaded is not None, "toy": service.target_spec == "toy",
+                "gamma": service.gamma, "max_tokens": service.max_tokens,
+                "max_prompt_tokens": service.max_prompt_tokens}
+
+    @app.get("/v1/models")
+    async def models() -> dict:
+        return {"object": "list", "data": [{"id": service.model_id, "object": "model", "created": started,
+                                            "owned_by": "specdecode"}]}
+
+    @app.post("/v1/completions")
+    async def completions(body: CompletionRequest, request: Request):
+        loaded = await service.ready(body.model)
+        job = service.job(loaded, service.encode(loaded, text=body.prompt), body)
+        return await respond(job, request, body.stream, "text")
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(body: ChatRequest, request: Request):
+        loaded = await service.ready(body.model)
+        messages = [{"role": m.role, "content": m.text()} for m in body.messages]
+        job = service.job(loaded, service.encode(loaded, messages=messages), body)
+        return await respond(job, request, body.stream, "chat")
+
+    @app.post("/api/live")
+    async def live(body: LiveRequest, request: Request) -> StreamingResponse:
+        loaded = await service.ready()
+        job = service.job(loaded, service.encode(loaded, messages=[{"role": "user", "content": body.prompt}]), body)
+        return streamed(job, request, lambda rounds: figures.live(job, rounds), error_event="error")
+
+    @app.post("/api/toy/round")
+    def toy_round(body: ToyRoundRequest) -> dict:
+        return figures.toy_round(body)
+
+    @app.get("/api/draws")
+    def draws(n: int = Query(10_000, ge=1, le=1_000_000), seed: int | None = Query(None, ge=0, le=2**63 - 1)) -> dict:
+        return figures.draws(n, seed if seed is not None else secrets.randbits(31))
+
+    @app.get("/api/gamma")
+    def gamma_curve(alpha: float = Query(ge=0, le=1, allow_inf_nan=False),
+                    c: float = Query(ge=0, le=100, allow_inf_nan=False),
+                    c_hat: float | None = Query(None, ge=0, le=100, allow_inf_nan=False,
+                                                description="arithmetic cost ratio; defaults to c"),
+                    max_gamma: int = Query(20, ge=1, le=64)) -> dict:
+        return figures.gamma_table(alpha, c, c if c_hat is None else c_hat, max_gamma)
+
+    return app
+
+
+def _log_job(job: Job, request: Request) -> None:
+    stats = job.generation.stats
+    alpha = f"{stats.alpha:.2f}" if stats.alpha is not None else "n/a"
+    log.info("%s: %d tokens, %d target calls (%.2f per call), alpha %s, %.1f tokens/s, %s", request.url.path,
+             stats.new_tokens, stats.target_calls, stats.tokens_per_target_call, alpha, stats.tokens_per_second,
+             openai.finish_reason(job.generation))

@@ -1,0 +1,92 @@
+"""The data behind the page's figures, computed by the project's own engine, rule and formulas.
+
+    round   one real round of the toy bigram pair (draft, verify, keep) after the text so far
+    draws   the rule run batched on the worked example p = (0.5, 0.3, 0.2), q = (0.6, 0.2, 0.2)
+    gamma   expected tokens, speed-up and extra arithmetic over gamma, and the best gamma
+    live    the served pair's rounds as server-sent events, then the run's measured numbers
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+
+import torch
+
+from ..analysis import best_gamma, expected_tokens, extra_arithmetic, speedup
+from ..drafts.model import ModelDraft
+from ..engine import Generation, Round
+from ..rule import verify
+from ..sampling import SamplingConfig, sample
+from ..toy import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_WORDS, WORDS, ToyTokenizer, bigram_pair
+from .openai import finish_reason, speculative, sse
+from .schemas import ToyRoundRequest
+from .service import Job
+
+
+def round_parts(rnd: Round, piece) -> list[dict]:
+    """A round as coloured pieces: accepted drafts, the rejected draft (if any), the corrected or bonus token.
+
+    Trimmed like the output when the round ran into max_tokens or a stop token inside its accepted drafts.
+    """
+    n = rnd.n_accepted
+    parts = [{"text": piece(t), "kind": "accepted"} for t in rnd.drafted[:n]]
+    if n < len(rnd.drafted):
+        parts.append({"text": piece(rnd.drafted[n]), "kind": "rejected"})
+    parts.append({"text": piece(rnd.next_token), "kind": rnd.kind})
+    if len(rnd.emitted) <= n:
+        parts = parts[: len(rnd.emitted)]
+    return parts
+
+
+def round_event(rnd: Round, piece) -> dict:
+    return {"parts": round_parts(rnd, piece), "drafted": [piece(t) for t in rnd.drafted], "n_accepted": rnd.n_accepted,
+            "next": piece(rnd.next_token), "kind": rnd.kind, "emitted": len(rnd.emitted)}
+
+
+def toy_round(request: ToyRoundRequest) -> dict:
+    """Exactly one round of the toy pair through `Generation`, after request.tokens."""
+    target, draft = bigram_pair()
+    seed = request.seed if request.seed is not None else secrets.randbits(62)
+    generation = Generation(target, ModelDraft(draft), request.tokens, request.gamma + 1, request.gamma,
+                            SamplingConfig(request.temperature), seed)
+    steps = iter(generation)
+    rnd = next(steps)
+    steps.close()
+    tokenizer = ToyTokenizer()
+    return {**round_event(rnd, tokenizer.piece), "gamma": request.gamma, "seed": seed,
+            "target_calls": generation.stats.target_calls, "emitted_tokens": rnd.emitted,
+            "emitted_text": tokenizer.decode(rnd.emitted), "words": list(WORDS)}
+
+
+def draws(n: int, seed: int) -> dict:
+    """n independent runs of the rule with gamma = 1: draft x ~ q, keep it or take the corrected token."""
+    generator = torch.Generator().manual_seed(seed)
+    p, q = EXAMPLE_P, EXAMPLE_Q
+    drafted = sample(q.expand(n, -1), generator)  # [n]
+    n_accepted, next_token = verify(p.expand(n, 2, -1), q.expand(n, 1, -1), drafted[:, None], generator)
+    produced = torch.where(n_accepted == 1, drafted, next_token)
+    counts = torch.bincount(produced, minlength=len(p)).tolist()
+    return {"words": list(EXAMPLE_WORDS), "p": p.tolist(), "q": q.tolist(), "n": n, "seed": seed, "counts": counts,
+            "frequencies": [c / n for c in counts], "accepted": int(n_accepted.sum())}
+
+
+def gamma_table(alpha: float, c: float, c_hat: float, max_gamma: int) -> dict:
+    """The paper's 3.2 to 3.5 over gamma = 1 .. max_gamma."""
+    points = [{"gamma": g, "expected_tokens": expected_tokens(alpha, g), "speedup": speedup(alpha, g, c),
+               "extra_arithmetic": extra_arithmetic(alpha, g, c_hat)} for g in range(1, max_gamma + 1)]
+    best = best_gamma(alpha, c, max_gamma)
+    return {"alpha": alpha, "c": c, "c_hat": c_hat, "max_gamma": max_gamma, "best_gamma": best,
+            "best_speedup": speedup(alpha, best, c), "best_extra_arithmetic": extra_arithmetic(alpha, best, c_hat),
+            "points": points}
+
+
+async def live(job: Job, rounds: AsyncIterator[Round]) -> AsyncIterator[str]:
+    """`event: round` per round (as `round_event`), then `event: stats` with the measured numbers."""
+    piece = job.loaded.target.tokenizer.piece
+    async for rnd in rounds:
+        yield sse(round_event(rnd, piece), "round")
+    text = job.loaded.target.tokenizer.decode(job.generation.new_tokens)
+    yield sse({**speculative(job), "target": job.model, "new_tokens": len(job.generation.new_tokens),
+               "prompt_tokens": job.prompt_tokens, "text": text, "finish_reason": finish_reason(job.generation)},
+              "stats")

@@ -1,0 +1,167 @@
+"""The served models and the one place that runs them.
+
+The target and its draft are loaded on the first request that needs them, once, under a lock. Generations run one
+at a time under a second lock, round by round in a worker thread, so the event loop stays free and a client that
+goes away stops its generation at the next round.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+import anyio
+
+from ..adaptive import AdaptiveGamma
+from ..drafts.base import Draft
+from ..engine import Generation, Round
+from ..load import Target, default_draft, load_draft, load_target
+from ..sampling import SamplingConfig
+from .errors import APIError
+from .schemas import OpenAIRequest, Sampling
+
+log = logging.getLogger("specdecode.server")
+
+_DONE = object()
+
+
+@dataclass
+class Loaded:
+    target: Target
+    draft: Draft | None
+    draft_name: str
+
+
+@dataclass
+class Job:
+    """A checked request, ready to run: its Generation and what the answer reports about it."""
+
+    loaded: Loaded
+    generation: Generation
+    prompt_tokens: int
+    gamma: int | str  # drafts per round, "auto", or 0 without a draft
+
+    @property
+    def model(self) -> str:
+        return self.loaded.target.name
+
+
+class Service:
+    def __init__(self, target: str, draft: str | None, dtype: str, engine: str, gamma: int | str,
+                 max_prompt_tokens: int, max_tokens: int):
+        if gamma != "auto" and (isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1):
+            raise ValueError(f"gamma must be an integer >= 1 or 'auto', got {gamma!r}")
+        if max_prompt_tokens < 1 or max_tokens < 1:
+            raise ValueError("max_prompt_tokens and max_tokens must be >= 1")
+        self.target_spec, self.draft_spec, self.dtype, self.engine = target, draft, dtype, engine
+        self.gamma, self.max_prompt_tokens, self.max_tokens = gamma, max_prompt_tokens, max_tokens
+        # With gamma "auto", one controller serves every request, so it keeps what it has measured of the models.
+        self.controller = AdaptiveGamma() if gamma == "auto" else None
+        self._loaded: Loaded | None = None
+        self._load_lock = threading.Lock()
+        self._generation_lock = threading.Lock()
+
+    # --- the models ----------------------------------------------------------------------------------------------
+
+    @property
+    def loaded(self) -> Loaded | None:
+        return self._loaded
+
+    @property
+    def model_id(self) -> str:
+        """The name clients see: the loaded target's, or the configured one until it is loaded."""
+        return self._loaded.target.name if self._loaded else self.target_spec
+
+    def load(self) -> Loaded:
+        """The target and draft, loaded on first call (blocking: call it from a worker thread)."""
+        if self._loaded is None:
+            with self._load_lock:
+                if self._loaded is None:
+                    log.info("loading target %s ...", self.target_spec)
+                    try:
+                        target = load_target(self.target_spec, self.dtype, self.engine)
+                        draft = load_draft(self.draft_spec or default_draft(target), target, self.dtype,
+                                           engine=self.engine)
+                    except ValueError as error:
+                        raise APIError(f"the server cannot load its models: {error}", 503) from None
+                    self._loaded = Loaded(target, draft, draft.name if draft is not None else "none")
+                    log.info("loaded target %s (%s), draft %s", target.name, target.engine, self._loaded.draft_name)
+        return self._loaded
+
+    async def ready(self, model: str | None = None) -> Loaded:
+        """Load (in a worker thread) and check the requested model name: unknown names are a 404."""
+        loaded = await anyio.to_thread.run_sync(self.load)
+        if model is not None and model not in {"default", self.target_spec, loaded.target.name}:
+            raise APIError(f"the model {model!r} does not exist: this server serves {loaded.target.name!r} "
+                           "(or say 'default')", 404, "model", "model_not_found")
+        return loaded
+
+    # --- requests ------------------------------------------------------------------------------------------------
+
+    def encode(self, loaded: Loaded, text: str | None = None, messages: list[dict] | None = None) -> list[int]:
+        """Prompt ids of raw text, or of chat messages (through the chat template; joined words for the toy)."""
+        tokenizer = loaded.target.tokenizer
+        if messages is not None:
+            if hasattr(tokenizer, "encode_chat"):
+                ids = tokenizer.encode_chat(messages)
+            else:
+                ids = tokenizer.encode(" ".join(m["content"] for m in messages))
+        else:
+            ids = tokenizer.encode(text, chat=False)
+        if not ids:
+            raise APIError("the prompt is empty", param="messages" if messages is not None else "prompt")
+        if len(ids) > self.max_prompt_tokens:
+            raise APIError(f"the prompt has {len(ids)} tokens, more than this server takes ({self.max_prompt_tokens})",
+                           param="prompt", code="context_length_exceeded")
+        window = loaded.target.model.max_length
+        if window is not None and len(ids) >= window:
+            raise APIError(f"the prompt has {len(ids)} tokens and does not fit the target's context window "
+                           f"({window})", param="prompt", code="context_length_exceeded")
+        return ids
+
+    def job(self, loaded: Loaded, ids: list[int], request: Sampling) -> Job:
+        """Check the sampling fields and build the Generation (nothing runs yet)."""
+        if isinstance(request, OpenAIRequest) and request.stop not in (None, []):
+            raise APIError("stop sequences are not supported: the answer ends at the model's stop token or at "
+                           "max_tokens", param="stop")
+        if request.max_tokens > self.max_tokens:
+            raise APIError(f"max_tokens must be at most {self.max_tokens} on this server, got {request.max_tokens}",
+                           param="max_tokens")
+        sampling = SamplingConfig(request.temperature, request.top_k, request.top_p)
+        gamma = request.gamma or self.gamma
+        schedule = self.controller if gamma == "auto" and self.controller is not None else gamma
+        generation = Generation(loaded.target.model, loaded.draft, ids, request.max_tokens, schedule, sampling,
+                                request.seed, loaded.target.tokenizer.stop_token_ids)
+        return Job(loaded, generation, len(ids), gamma if loaded.draft is not None else 0)
+
+    # --- running -------------------------------------------------------------------------------------------------
+
+    async def rounds(self, generation: Generation,
+                     is_disconnected: Callable[[], Awaitable[bool]] | None = None) -> AsyncIterator[Round]:
+        """The rounds of one generation as they happen, one generation at a time.
+
+        The lock is taken without blocking the event loop and released only after the worker thread has finished
+        its round (anyio does not abandon a running thread on cancellation). Use it with `contextlib.aclosing`.
+        """
+        while not self._generation_lock.acquire(blocking=False):
+            await anyio.sleep(0.005)
+        steps = iter(generation)
+        try:
+            while True:
+                rnd = await anyio.to_thread.run_sync(next, steps, _DONE)
+                if rnd is _DONE:
+                    return
+                yield rnd
+                if is_disconnected is not None and await is_disconnected():
+                    log.info("client went away: generation stopped after %d rounds", generation.stats.rounds)
+                    return
+        finally:
+            steps.close()
+            self._generation_lock.release()
+
+    async def run(self, generation: Generation, is_disconnected=None) -> list[Round]:
+        async with contextlib.aclosing(self.rounds(generation, is_disconnected)) as rounds:
+            return [rnd async for rnd in rounds]
