@@ -41,6 +41,17 @@ class Round:
     def kind(self) -> Literal["corrected", "bonus"]:
         return "bonus" if self.n_accepted == len(self.drafted) else "corrected"
 
+    def labelled(self) -> list[tuple[int, str]]:
+        """(token, "accepted" | "rejected" | "corrected" | "bonus") for showing the round: the accepted drafts, the
+        rejected draft if any, then the target's own token; cut short like the output when the run ended inside the
+        accepted drafts."""
+        n = self.n_accepted
+        parts = [(t, "accepted") for t in self.drafted[:n]]
+        if n < len(self.drafted):
+            parts.append((self.drafted[n], "rejected"))
+        parts.append((self.next_token, self.kind))
+        return parts[: len(self.emitted)] if len(self.emitted) <= n else parts
+
 
 @dataclass
 class GenerationStats:

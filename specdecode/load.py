@@ -28,7 +28,7 @@ DRAFT_KINDS = ("trained (the shipped draft)", "prompt-lookup", "bigram [FILE] (o
                "none", "toy", "a model directory")
 DATA = Path(__file__).parent / "data"
 SHIPPED_DRAFT = DATA / "smollm2-draft"  # distilled from SmolLM2-135M-Instruct by `specdecode train-draft`
-SHIPPED_NGRAM = DATA / "smollm2-ngram.safetensors"  # unigram / bigram tables of the same target answers
+SHIPPED_NGRAM = DATA / "smollm2-draft-ngram.safetensors"  # unigram / bigram tables of the same target answers
 
 
 DEFAULT_DISPLAY = "SmolLM2-135M-Instruct"

@@ -159,7 +159,7 @@ def test_cli_bad_input(capsys, tmp_path, ngram_file):
          "context window"),
         (["generate", "--gamma", "0", "hi"], "gamma"),
         (["generate", "   "], "empty"),
-        (["generate", "hi", "--draft", "bigram"], "needs the table file"),
+        (["generate", "--target", str(other), "--raw", "a b", "--draft", "bigram"], "needs a table file"),
         (["generate", "--draft", "bigram", str(tmp_path / "notes.txt"), "hi"], "not an n-gram table"),
         (["generate", "--target", str(other), "--draft", "bigram", str(ngram_file), "--raw", "a b"],
          "different tokenizer"),

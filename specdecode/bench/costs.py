@@ -32,17 +32,16 @@ def pass_times(models: dict[str, CausalLM], ks=(1, 2, 4, 8, 16), context: int = 
                ) -> dict[str, dict[int, float]]:
     """Median seconds of one pass of k new tokens after `context` cached tokens, per model; models and k values
     alternate in every repeat so that drift in the machine's speed hits them all alike."""
-    prefix = torch.arange(100, 100 + context)
     samples: dict[str, dict[int, list[float]]] = {name: {k: [] for k in ks} for name in models}
     for model in models.values():
         model.rollback(0)
-        model.extend(prefix, keep=1)
-        model.extend(torch.arange(1000, 1000 + max(ks)))  # warm-up
+        model.extend(torch.arange(100, 100 + context) % model.vocab_size, keep=1)
+        model.extend(torch.arange(1000, 1000 + max(ks)) % model.vocab_size)  # warm-up
         model.rollback(context)
     for _ in range(repeats):
         for k in ks:
             for name, model in models.items():
-                tokens = torch.arange(2000, 2000 + k)
+                tokens = torch.arange(2000, 2000 + k) % model.vocab_size
                 samples[name][k].append(_timed(lambda m=model, t=tokens: m.extend(t)))
                 model.rollback(context)
     return {name: {k: statistics.median(v) for k, v in per_k.items()} for name, per_k in samples.items()}

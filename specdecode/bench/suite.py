@@ -37,6 +37,7 @@ class Plan:
     dtype: str = "bfloat16"
     cost_ks: tuple[int, ...] = (1, 2, 4, 8, 16)
     name: str = "default"
+    texts: list[str] | None = None  # prompts to use instead of the project's set (the toy knows eight words)
 
 
 def default_plan(target: str, draft: str, ngram: str | None) -> Plan:
@@ -58,7 +59,8 @@ def quick_plans(directory: Path) -> list[Plan]:
 
     target, draft = tiny_pair(directory, [p.prompt for p in load_prompts()])
     toy = Plan("toy", greedy=["plain", "spec:toy:2", "spec:toy:auto"], sampled=["plain", "spec:toy:auto"],
-               prompts_per_kind=1, max_new_tokens=12, cost_ks=(1, 2, 4), name="toy")
+               prompts_per_kind=1, max_new_tokens=12, cost_ks=(1, 2, 4), name="toy",
+               texts=["the cat", "the dog sat on", "the fish", "on the"])
     tiny = Plan(str(target), greedy=["plain", "plain-hf", "hf", f"hf-assisted:{draft}", "hf-lookup:4",
                                      f"spec:{draft}:2", f"spec:{draft}:auto", "spec:prompt-lookup:auto"],
                 sampled=["plain", "hf", f"spec:{draft}:auto"], prompts_per_kind=1, max_new_tokens=12,
@@ -98,6 +100,8 @@ def build_methods(specs: list[str], target: Target) -> list[Method]:
 
 
 def _prompts(plan: Plan) -> list[Prompt]:
+    if plan.texts is not None:
+        return [Prompt(f"text-{i}", "text", "given", text) for i, text in enumerate(plan.texts)]
     chosen = []
     for kind in KINDS:
         chosen += load_prompts(plan.split, (kind,))[: plan.prompts_per_kind]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from . import analyze, bench, generate, ngram, serve, train_draft
 
@@ -33,11 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _join_two_word_drafts(argv: list[str]) -> list[str]:
-    """Accept `--draft bigram FILE` (two words) as `--draft bigram:FILE`, so the prompt is never taken for a FILE."""
+    """Accept `--draft bigram FILE` (two words, FILE an existing file) as `--draft bigram:FILE`: FILE is optional,
+    so a word that is not a file (the prompt, say) is never taken for one."""
     out, i = [], 0
     while i < len(argv):
         if argv[i] == "--draft" and argv[i + 1:i + 2] in (["bigram"], ["unigram"]) \
-                and i + 2 < len(argv) and not argv[i + 2].startswith("-"):
+                and i + 2 < len(argv) and Path(argv[i + 2]).is_file():
             out += ["--draft", f"{argv[i + 1]}:{argv[i + 2]}"]
             i += 3
         else:

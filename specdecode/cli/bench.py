@@ -11,9 +11,10 @@ from pathlib import Path
 import torch
 from rich.table import Table
 
+from ..bench import native_steps
 from ..bench import report as reports
 from ..bench.suite import Plan, default_plan, quick_plans, run_plan
-from ..load import SHIPPED_DRAFT, SHIPPED_NGRAM
+from ..load import SHIPPED_DRAFT, SHIPPED_NGRAM, resolve_checkpoint
 from ..models.default import DEFAULT_TARGET
 from .console import make_console
 
@@ -26,6 +27,8 @@ def add_parser(sub) -> None:
         epilog="Method specs for --methods: plain, plain-hf, hf, hf-lookup:N, hf-assisted:DRAFT_DIR, "
         "spec:DRAFT:GAMMA (GAMMA an integer or auto; DRAFT as for generate --draft).")
     p.add_argument("--quick", action="store_true", help="a smoke run on the toy pair and a tiny random model (CI)")
+    p.add_argument("--engine-steps", action="store_true",
+                   help="only the native engine's speed work, step by step (writes native_steps.md)")
     p.add_argument("--out", type=Path, default=Path("docs/bench"), help="report directory (default docs/bench)")
     p.add_argument("--target", default=DEFAULT_TARGET)
     p.add_argument("--draft", default=str(SHIPPED_DRAFT), help="draft model directory (default: the shipped draft)")
@@ -45,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
     if args.prompts_per_kind < 1 or args.max_new_tokens < 1:
         raise ValueError("--prompts-per-kind and --max-new-tokens must be >= 1")
     command = "specdecode " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["bench"] else "specdecode bench"
+    if args.engine_steps:
+        return _engine_steps(args, command)
     with tempfile.TemporaryDirectory() as scratch:
         if args.quick:
             plans = quick_plans(Path(scratch))
@@ -83,3 +88,20 @@ def _print(report: dict) -> None:
                       reports.fmt(m["alpha"]), reports.fmt(m.get("measured_speedup"), ".2f", "x"),
                       reports.fmt(m.get("predicted_speedup"), ".2f", "x"), m["identical"] or "")
     console.print(table)
+
+
+def _engine_steps(args: argparse.Namespace, command: str) -> int:
+    times = native_steps.measure(resolve_checkpoint(args.target))
+    ks = list(next(iter(times.values())))
+    lines = [f"# Native engine, step by step: {args.target}", "", f"Command: `{command}`; bf16, "
+             f"{torch.get_num_threads()} threads; median of 9 passes after 64 cached tokens, configurations "
+             "alternating. T(k) = one pass of k new tokens.", "",
+             "| configuration | " + " | ".join(f"T({k})" for k in ks) + " | T(8)/T(1) | plain tok/s (1/T(1)) |",
+             "|---" * (len(ks) + 3) + "|"]
+    for name, per_k in times.items():
+        lines.append(f"| {name} | " + " | ".join(f"{per_k[k] * 1e3:.1f} ms" for k in ks) +
+                     f" | {per_k[8] / per_k[1]:.2f} | {1 / per_k[1]:.1f} |")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "native_steps.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0

@@ -11,10 +11,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..engine import Generation, GenerationStats
-from ..load import DRAFT_KINDS, ENGINES, Target, default_draft, load_draft, load_target
-from ..models.default import DEFAULT_TARGET
+from ..load import Target, default_draft, load_draft, load_target
 from ..sampling import SamplingConfig
 from .console import make_console
+from .options import add_model_options
 
 COLOURS = {"accepted": "green", "rejected": "strike dark_orange", "corrected": "blue", "bonus": "blue"}
 
@@ -31,22 +31,14 @@ def add_parser(sub) -> None:
         "'the cat' --temperature 1",
     )
     p.add_argument("prompt", help="the prompt text")
-    p.add_argument("--target", default=DEFAULT_TARGET,
-                   help=f"'{DEFAULT_TARGET}' (default), 'toy', or a transformers model directory")
-    p.add_argument("--draft", default=None, metavar="DRAFT",
-                   help=f"one of: {', '.join(DRAFT_KINDS)} (default: the trained draft for smollm2, "
-                   "else prompt-lookup; toy for the toy target)")
-    p.add_argument("--gamma", type=gamma_arg, default="auto",
-                   help="drafts per round (an integer >= 1), or 'auto' (default): chosen every round from the "
-                   "measured acceptance rate and costs")
+    add_model_options(p, "drafts per round (an integer >= 1), or 'auto' (default): chosen every round from the "
+                      "measured acceptance rate and costs")
     p.add_argument("--max-new-tokens", type=int, default=128, help="most tokens to generate (default 128)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default), else sampling temperature")
     p.add_argument("--top-k", type=int, default=None, help="sample only from the k most likely tokens")
     p.add_argument("--top-p", type=float, default=None, help="sample from the smallest set with this mass, (0, 1]")
     p.add_argument("--seed", type=int, default=None, help="random seed, for a reproducible sampled run")
-    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"], help="weights dtype (bfloat16)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
-    p.add_argument("--engine", default="auto", choices=ENGINES, help="which implementation runs the models")
     p.add_argument("--lookup-ngram", type=int, default=3, help="longest n-gram prompt lookup matches (default 3)")
     p.add_argument("--raw", action="store_true", help="send the prompt as is, without the chat template")
     p.add_argument("--show", action="store_true",
@@ -55,15 +47,6 @@ def add_parser(sub) -> None:
     p.add_argument("--compare", action="store_true", help="also run plain decoding of the target and compare")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the stream")
     p.set_defaults(run=run)
-
-
-def gamma_arg(text: str) -> int | str:
-    if text == "auto":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1 or 'auto', not {text!r}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -131,14 +114,8 @@ def _stream(generation: Generation, target: Target, console: Console, show: bool
     printed = ""
     for rnd in generation:
         if show:
-            n = rnd.n_accepted
-            parts = [(tokenizer.piece(t), "accepted") for t in rnd.drafted[:n]]
-            if n < len(rnd.drafted):
-                parts.append((tokenizer.piece(rnd.drafted[n]), "rejected"))
-            parts.append((tokenizer.piece(rnd.next_token), rnd.kind))
-            if len(rnd.emitted) <= n:  # the output ended inside this round's accepted drafts
-                parts = parts[: len(rnd.emitted)]
-            console.print("".join(f"[{COLOURS[kind]}]{escape(text)}[/]" for text, kind in parts), end="")
+            console.print("".join(f"[{COLOURS[kind]}]{escape(tokenizer.piece(t))}[/]" for t, kind in rnd.labelled()),
+                          end="")
         else:
             # Print only what is new; hold back a trailing partial character until its last byte arrives.
             text = tokenizer.decode(generation.new_tokens).rstrip("\ufffd")

@@ -6,9 +6,7 @@ import argparse
 import copy
 import sys
 
-from ..load import DRAFT_KINDS, ENGINES
-from ..models.default import DEFAULT_TARGET
-from .generate import gamma_arg
+from .options import add_model_options
 
 
 def add_parser(sub) -> None:
@@ -23,17 +21,9 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
-    p.add_argument("--target", default=DEFAULT_TARGET,
-                   help=f"'{DEFAULT_TARGET}' (default), 'toy', or a transformers model directory")
-    p.add_argument("--draft", default=None, metavar="DRAFT",
-                   help=f"one of: {', '.join(DRAFT_KINDS)} (default: the trained draft for smollm2, "
-                   "else prompt-lookup; toy for the toy target)")
-    p.add_argument("--gamma", type=gamma_arg, default="auto",
-                   help="default drafts per round: an integer >= 1, or 'auto' (default; requests may override)")
+    add_model_options(p, "default drafts per round: an integer >= 1, or 'auto' (default; requests may override)")
     p.add_argument("--max-tokens", type=int, default=2048, help="the most tokens one request may ask for (2048)")
     p.add_argument("--max-prompt-tokens", type=int, default=4096, help="the longest prompt accepted, in tokens")
-    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"], help="weights dtype (bfloat16)")
-    p.add_argument("--engine", default="auto", choices=ENGINES, help="which implementation runs the models")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                    help="server log level (info logs every request)")
     p.set_defaults(run=run)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..distill.pipeline import Budget, train_draft
+from ..distill.pipeline import Budget, ngram_path, train_draft
 from ..distill.train import DraftShape
 from ..load import load_target
 from ..models.default import DEFAULT_TARGET
@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     e = summary["evaluation"]
     print(f"wrote {args.out}: {summary['parameters'] / 1e6:.1f}M parameters, {summary['answer_tokens']} target "
           f"tokens, {t['steps']} steps, held-out loss {t['held_out_before']:.3f} -> {t['held_out_after']:.3f}")
+    print(f"wrote {ngram_path(args.out)}: unigram / bigram tables of the same answers")
     print(f"held-out alpha: {e['temperature_0']['alpha']:.2f} at temperature 0, {e['temperature_1']['alpha']:.2f} "
           f"at temperature 1; c = {e['temperature_0']['c']:.3f}; {summary['total_seconds'] / 60:.1f} minutes")
     return 0

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from ..drafts.ngram import NgramTable
 from ..engine import generate
 from ..load import Target, load_draft
 from ..prompts import load_prompts
@@ -109,6 +110,11 @@ def evaluate(target: Target, draft_dir: Path, n_prompts: int, max_new_tokens: in
     return result
 
 
+def ngram_path(out: Path) -> Path:
+    """Where train-draft writes the n-gram tables of the target's answers: beside the draft directory."""
+    return out.with_name(out.name + "-ngram.safetensors")
+
+
 def train_draft(target: Target, out: Path, budget: Budget, shape: DraftShape, seed: int = 0,
                 progress: bool = True, data_cache: Path | None = None) -> dict:
     if target.engine != "native":
@@ -139,6 +145,9 @@ def train_draft(target: Target, out: Path, budget: Budget, shape: DraftShape, se
         (partial / extra).unlink(missing_ok=True)
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)
+    # The same answers as unigram / bigram tables: the model-free drafts of paper 3.6, for the same target.
+    NgramTable.build([a.prompt + a.tokens for a in answers], config["vocab_size"],
+                     target.tokenizer.fingerprint()).save(ngram_path(out))
 
     evaluation = evaluate(target, out, budget.eval_prompts, budget.eval_tokens, seed)
     summary = {

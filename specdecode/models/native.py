@@ -184,9 +184,9 @@ class NativeLlama:
         hd, H, KV = s.head_dim, s.heads, s.kv_heads
         x = self.embed[tokens.view(-1)]  # [rows, D]
         cos, sin = self.cos[positions], self.sin[positions]  # [rows, hd]
-        # Attention always spans whole blocks of KEY_BLOCK cache slots (the CPU flash kernel's block): a row then
-        # sees the same reduction whatever the pass size, and all-masked blocks change nothing (batch invariance).
-        span = min(-(-end // KEY_BLOCK) * KEY_BLOCK, self.max_length)
+        # Attention spans whole blocks of KEY_BLOCK cache slots (the CPU flash kernel's block): a row then sees the
+        # same reduction whatever the pass size, and all-masked blocks change nothing (batch invariance).
+        span = min(-(-end // KEY_BLOCK) * KEY_BLOCK, self.max_length) if self.batch_invariant else end
         # One additive causal mask per pass, shared by every layer: [rows, span], 0 = may attend, -inf = may not.
         mask = torch.zeros(rows, span, dtype=self.dtype).masked_fill_(
             self.key_positions[:span] > positions[:, None], -torch.inf)
@@ -219,7 +219,7 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 
 
 def load_native(directory: str | Path, dtype: torch.dtype = torch.bfloat16, max_length: int | None = None,
-                name: str | None = None) -> NativeLlama:
+                name: str | None = None, packed: bool | None = None) -> NativeLlama:
     """A NativeLlama from a transformers checkpoint directory (config.json + *.safetensors)."""
     directory = Path(directory)
     config_path = directory / "config.json"
@@ -234,4 +234,4 @@ def load_native(directory: str | Path, dtype: torch.dtype = torch.bfloat16, max_
         with safe_open(str(file), "pt") as f:
             for key in f.keys():  # noqa: SIM118 (safe_open is not a dict)
                 weights[key] = f.get_tensor(key)
-    return NativeLlama(shape, weights, dtype, max_length, name or directory.name)
+    return NativeLlama(shape, weights, dtype, max_length, name or directory.name, packed=packed)

@@ -25,18 +25,8 @@ from .service import Job
 
 
 def round_parts(rnd: Round, piece) -> list[dict]:
-    """A round as coloured pieces: accepted drafts, the rejected draft (if any), the corrected or bonus token.
-
-    Trimmed like the output when the round ran into max_tokens or a stop token inside its accepted drafts.
-    """
-    n = rnd.n_accepted
-    parts = [{"text": piece(t), "kind": "accepted"} for t in rnd.drafted[:n]]
-    if n < len(rnd.drafted):
-        parts.append({"text": piece(rnd.drafted[n]), "kind": "rejected"})
-    parts.append({"text": piece(rnd.next_token), "kind": rnd.kind})
-    if len(rnd.emitted) <= n:
-        parts = parts[: len(rnd.emitted)]
-    return parts
+    """A round as coloured pieces (see `Round.labelled`)."""
+    return [{"text": piece(t), "kind": kind} for t, kind in rnd.labelled()]
 
 
 def round_event(rnd: Round, piece) -> dict:

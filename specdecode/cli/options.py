@@ -1,0 +1,30 @@
+"""Command-line options shared by the commands that load models (generate, serve)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..load import DRAFT_KINDS, ENGINES
+from ..models.default import DEFAULT_TARGET
+
+
+def gamma_arg(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1 or 'auto', not {text!r}") from None
+
+
+def add_model_options(p: argparse.ArgumentParser, gamma_help: str) -> None:
+    """--target, --draft, --gamma, --dtype, --engine."""
+    p.add_argument("--target", default=DEFAULT_TARGET,
+                   help=f"'{DEFAULT_TARGET}' (default), 'toy', or a transformers model directory")
+    p.add_argument("--draft", default=None, metavar="DRAFT",
+                   help=f"one of: {', '.join(DRAFT_KINDS)} (default: the trained draft for smollm2, "
+                   "else prompt-lookup; toy for the toy target)")
+    p.add_argument("--gamma", type=gamma_arg, default="auto", help=gamma_help)
+    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"], help="weights dtype (bfloat16)")
+    p.add_argument("--engine", default="auto", choices=ENGINES,
+                   help="which implementation runs the models: native where the architecture allows (auto)")

@@ -1,0 +1,81 @@
+"""`specdecode bench --quick` on the toy pair and a tiny random Llama: it runs, and its JSON report validates."""
+
+import json
+
+import pytest
+
+from specdecode.bench.report import add_predictions
+from specdecode.cli import main
+
+SUMMARY_FIELDS = {"method": str, "sampling": str, "family": str, "tokens_per_second": float, "new_tokens": int,
+                  "seconds": float, "prompts": int}
+STATS_FIELDS = ("rounds", "target_calls", "draft_calls", "tokens_drafted", "tokens_accepted", "rejections",
+                "accepted_at", "tested_at", "drafted_per_round", "seconds", "prefill_seconds")
+
+
+def validate(report: dict) -> None:
+    """The report's schema: what every consumer (report.md, plots, the issue note) relies on."""
+    for key in ("plan", "target", "engine", "machine", "costs", "prompts", "methods", "runs", "seconds", "command"):
+        assert key in report, key
+    for key in ("cpu", "threads", "torch", "dtype", "commit", "read_bandwidth_gb_s", "date"):
+        assert key in report["machine"], key
+    for engine, costs in report["costs"].items():
+        assert set(costs["ms"]) == set(costs["ratio"]) and costs["ratio"]["1"] == pytest.approx(1.0), engine
+        assert costs["plain_tokens_per_second"] > 0 and "bandwidth_achieved_gb_s" in costs
+    names = {(m["method"], m["sampling"]) for m in report["methods"]}
+    for m in report["methods"]:
+        for key, kind in SUMMARY_FIELDS.items():
+            assert isinstance(m[key], kind) or (kind is float and isinstance(m[key], int)), (m["method"], key)
+        runs = [r for r in report["runs"] if r["method"] == m["method"] and r["sampling"] == m["sampling"]]
+        assert len(runs) == m["prompts"] == len(report["prompts"])
+        assert m["new_tokens"] == sum(r["new_tokens"] for r in runs)
+        if m["family"] == "ours":
+            assert all(all(k in r["stats"] for k in STATS_FIELDS) for r in runs)
+        if m["family"] == "ours" and m["draft"] != "none":
+            assert m["measured_speedup"] > 0 and 0 <= m["alpha"] <= 1
+            assert m.get("predicted_speedup") is None or m["predicted_speedup"] > 0
+        if m["sampling"] == "greedy":
+            same, total = map(int, m["identical"].split("/"))
+            assert total == len(report["prompts"])
+            if m["family"] == "ours":
+                assert same == total, m["method"]  # exactness: every greedy output of ours equals plain
+    assert len(names) == len(report["methods"])
+
+
+def test_quick_bench_runs_and_its_reports_validate(tmp_path, capsys):
+    assert main(["bench", "--quick", "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    for plan in ("toy", "tiny-random-llama"):
+        out = tmp_path / plan
+        report = json.loads((out / "report.json").read_text())
+        validate(report)
+        assert (out / "report.md").read_text().startswith("# Bench")
+        assert (out / "tokens_per_second.png").stat().st_size > 1000
+    tiny = json.loads((tmp_path / "tiny-random-llama" / "report.json").read_text())
+    families = {m["method"] for m in tiny["methods"]}
+    for method in ("transformers generate", "transformers assisted", "transformers prompt lookup 4",
+                   "ours plain (native)", "ours plain (transformers)"):
+        assert method in families, method
+    assert set(tiny["costs"]) == {"native", "transformers"}
+
+
+def test_predictions_use_the_measured_costs():
+    """A synthetic report: alpha 0.8, gamma 4 every round, c known, T(5)/T(1) = 1.2 -> the formula's number."""
+    stats = {"drafted_per_round": [4] * 10, "draft_calls": 40, "draft_seconds": 0.04, "rounds": 10,
+             "target_calls": 10, "seconds": 1.0, "prefill_seconds": 0.0}
+    plain_stats = {"drafted_per_round": [0] * 10, "draft_calls": 0, "draft_seconds": 0.0, "seconds": 1.0,
+                   "prefill_seconds": 0.0}
+    report = {"engine": "native", "costs": {"native": {"ms": {"1": 10.0, "8": 14.0}, "ratio": {"1": 1.0, "5": 1.2,
+                                                                                                  "8": 1.4}}},
+              "methods": [{"method": "ours plain (native)", "sampling": "greedy", "family": "ours", "draft": "none",
+                           "tokens_per_second": 100.0},
+                          {"method": "ours d gamma 4", "sampling": "greedy", "family": "ours", "draft": "d",
+                           "tokens_per_second": 200.0, "alpha": 0.8, "tokens_per_target_call": 3.0}],
+              "runs": [{"method": "ours plain (native)", "sampling": "greedy", "new_tokens": 100, "stats": plain_stats},
+                       {"method": "ours d gamma 4", "sampling": "greedy", "new_tokens": 200, "stats": stats}]}
+    m = add_predictions(report)["methods"][1]
+    c = (0.04 / 40) * 100  # a draft pass (1 ms) over a plain step (10 ms)
+    assert m["c"] == pytest.approx(c)
+    assert m["verify_ratio"] == pytest.approx(1.2)
+    assert m["predicted_speedup"] == pytest.approx(3.3616 / (4 * c + 1.2), rel=1e-3)
+    assert m["measured_speedup"] == pytest.approx(2.0)
