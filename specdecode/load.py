@@ -19,7 +19,7 @@ from .drafts.prompt_lookup import PromptLookupDraft
 from .models.base import CausalLM
 from .models.default import DEFAULT_TARGET, default_model_dir
 from .models.hf import HFCausalLM, load_hf_model, parse_dtype
-from .models.native import UnsupportedModel, load_native
+from .models.native import NativeLlama, UnsupportedModel, load_native
 from .tokenizer import TextTokenizer, check_compatible
 from .toy import ToyTokenizer, bigram_pair
 
@@ -28,6 +28,7 @@ DRAFT_KINDS = ("trained (the shipped draft)", "prompt-lookup", "bigram [FILE] (o
                "none", "toy", "a model directory")
 DATA = Path(__file__).parent / "data"
 SHIPPED_DRAFT = DATA / "smollm2-draft"  # distilled from SmolLM2-135M-Instruct by `specdecode train-draft`
+OUTPUT_VOCABULARY = "output_vocabulary.safetensors"  # a draft's optional output restriction (see train-draft)
 SHIPPED_NGRAM = DATA / "smollm2-draft-ngram.safetensors"  # unigram / bigram tables of the same target answers
 
 
@@ -179,4 +180,9 @@ def load_draft(spec: str | list[str], target: Target, dtype: str = "bfloat16", l
     config_vocab = json.loads((directory / "config.json").read_text()).get("vocab_size", len(draft_tokenizer.hf))
     check_compatible(target.tokenizer, draft_tokenizer, vocab_size, config_vocab)
     model, _ = load_model(directory, dtype, engine, str(kind), for_draft=True)
+    restricted = directory / OUTPUT_VOCABULARY
+    if restricted.is_file() and isinstance(model, NativeLlama):
+        from safetensors.torch import load_file
+
+        model.restrict_output(load_file(restricted)["token_ids"])
     return ModelDraft(model, vocab_size=vocab_size, name=str(kind))

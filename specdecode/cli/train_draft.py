@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 from pathlib import Path
 
 from ..distill.pipeline import Budget, ngram_path, train_draft
@@ -52,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     budget = Budget(args.prompts, args.answer_tokens, args.batch, args.text_positions, args.train_minutes * 60,
                     args.eval_prompts, args.eval_tokens)
     shape = DraftShape(hidden=args.hidden, layers=args.layers, intermediate=3 * args.hidden)
-    summary = train_draft(target, args.out, budget, shape, args.seed, data_cache=args.data_cache)
+    command = "specdecode " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["train-draft"] else "specdecode train-draft"
+    summary = train_draft(target, args.out, budget, shape, args.seed, data_cache=args.data_cache, command=command)
     t = summary["training"]
     e = summary["evaluation"]
     print(f"wrote {args.out}: {summary['parameters'] / 1e6:.1f}M parameters, {summary['answer_tokens']} target "

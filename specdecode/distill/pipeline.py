@@ -10,11 +10,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from safetensors.torch import save_file
 from tqdm import tqdm
 
 from ..drafts.ngram import NgramTable
 from ..engine import generate
-from ..load import Target, load_draft
+from ..load import OUTPUT_VOCABULARY, Target, load_draft
 from ..prompts import load_prompts
 from ..sampling import SamplingConfig
 from .prompts import training_prompts
@@ -24,10 +25,10 @@ from .train import DraftShape, examples_from, make_draft, output_vocabulary, tra
 
 @dataclass
 class Budget:
-    prompts: int = 1600  # training prompts answered by the target (~25 min)
-    answer_tokens: int = 160  # longest answer per prompt
+    prompts: int = 1600  # training prompts answered by the target (~26 min)
+    answer_tokens: int = 128  # longest answer per prompt
     batch: int = 32  # prompts answered at once
-    text_positions: int = 250_000  # positions of standard-library text the target scores (~9 min)
+    text_positions: int = 120_000  # positions of standard-library text the target scores (~5 min)
     train_seconds: float = 1320.0
     eval_prompts: int = 12  # held-out bench prompts (split "test") for the final alpha
     eval_tokens: int = 96
@@ -116,7 +117,7 @@ def ngram_path(out: Path) -> Path:
 
 
 def train_draft(target: Target, out: Path, budget: Budget, shape: DraftShape, seed: int = 0,
-                progress: bool = True, data_cache: Path | None = None) -> dict:
+                progress: bool = True, data_cache: Path | None = None, command: str = "specdecode train-draft") -> dict:
     if target.engine != "native":
         raise ValueError("train-draft needs a target the native engine runs (a Llama-family checkpoint)")
     started = time.perf_counter()
@@ -141,6 +142,9 @@ def train_draft(target: Target, out: Path, budget: Budget, shape: DraftShape, se
     shutil.rmtree(partial, ignore_errors=True)
     model.to(torch.bfloat16).save_pretrained(partial)
     target.tokenizer.hf.save_pretrained(partial)
+    # The tokens the softmax was trained over: specdecode's native engine computes the draft's q over these only
+    # (q = 0 elsewhere: still exact, and the output head costs a fraction). transformers ignores the file.
+    save_file({"token_ids": vocabulary}, str(partial / OUTPUT_VOCABULARY))
     for extra in ("chat_template.jinja", "chat_template.json"):  # the draft never needs the chat template
         (partial / extra).unlink(missing_ok=True)
     shutil.rmtree(out, ignore_errors=True)
@@ -161,4 +165,47 @@ def train_draft(target: Target, out: Path, budget: Budget, shape: DraftShape, se
         "evaluation": evaluation, "total_seconds": time.perf_counter() - started,
     }
     (out / "training.json").write_text(json.dumps(summary, indent=1))
+    (out / "README.md").write_text(model_card(summary, command))
     return summary
+
+
+def model_card(summary: dict, command: str) -> str:
+    """README.md of a trained draft, from its training.json."""
+    s, b, t, e = summary["shape"], summary["budget"], summary["training"], summary["evaluation"]
+    return f"""# A distilled draft for {summary['target']}
+
+A {s['layers']}-layer Llama ({s['hidden']} wide, {s['heads']} attention heads, {s['kv_heads']} key/value heads, MLP
+{s['intermediate']}, tied embeddings), {summary['parameters'] / 1e6:.1f}M parameters, stored in bf16 as a standard
+transformers checkpoint with the target's tokenizer: it works as a draft in `specdecode` (the default draft of
+`specdecode generate`) and as `assistant_model=` in transformers' `generate()`.
+
+## How it was made
+
+    {command}
+
+- Data, all made offline by the target itself: {summary['training_prompts']} generated training prompts (templates
+  over topics, tasks and arithmetic, and standard-library functions and docstrings to explain, comment, rename or
+  summarise; none of them in the bench set) answered by the target, half greedily and half sampled at temperature 1
+  ({summary['answer_tokens']} answer tokens, at most {b['answer_tokens']} per answer), plus
+  {summary['scored_text_positions']} positions of standard-library source scored by the target.
+- Labels: the target's 32 most likely next tokens and their probabilities at every position (prompt, answer, text).
+- Loss: cross-entropy against those lists (KL(p || q) up to a constant), weight 1 on answer positions and 0.5 on
+  prompt and text positions; the embedding starts from the target's own, projected onto its top principal
+  directions. The softmax runs over the {summary['output_vocabulary']} tokens that carry 99.5% of the target's
+  probability, then over the full vocabulary for the last 15% of the time. `output_vocabulary.safetensors` lists
+  those tokens: specdecode's native engine computes the draft's q over them only (q = 0 elsewhere, which the rule
+  allows: the output stays exact), so its output head reads a fraction of the rows; transformers ignores the file.
+- {t['steps']} AdamW steps in {t['seconds'] / 60:.0f} minutes; held-out loss (answers to training prompts never
+  trained on) {t['held_out_before']:.2f} -> {t['held_out_after']:.2f}. Total time
+  {summary['total_seconds'] / 60:.0f} minutes on a 2-core CPU, seed {summary['seed']}.
+
+## Measured (held-out bench prompts of the "test" split, never trained on)
+
+| sampling | alpha | c (draft pass / target pass) |
+| --- | --- | --- |
+| temperature 0 | {e['temperature_0']['alpha']:.2f} | {e['temperature_0']['c']:.3f} |
+| temperature 1 | {e['temperature_1']['alpha']:.2f} | {e['temperature_1']['c']:.3f} |
+
+{e['temperature_0']['prompts']} prompts, {b['eval_tokens']} new tokens each, gamma 4. End-to-end speed-ups are in
+`docs/bench/report.md`.
+"""
