@@ -6,7 +6,8 @@ Each round the controller picks the gamma in 0..max_gamma that maximises expecte
 
 with alpha the running acceptance rate (a Beta prior, then exponentially forgetting old rounds), T(k) the measured
 time of a target pass of k tokens (a straight line fitted online: on CPU a verify pass is not free), and t_draft the
-measured time of one draft forward pass. gamma = 0 is plain decoding, chosen when the draft does not pay; every
+measured time of one draft forward pass (or, for a reproducible schedule, fixed costs instead of timings: see
+`AdaptiveGamma.reproducible`). gamma = 0 is plain decoding, chosen when the draft does not pay; every
 `explore_every` rounds it then still drafts one token, so that alpha keeps being measured. With T flat and
 t_draft = c T(1) this is exactly `analysis.best_gamma(alpha, c)`.
 """
@@ -20,19 +21,29 @@ class AdaptiveGamma:
     """Chooses gamma per round; `update` it with what the round did."""
 
     def __init__(self, max_gamma: int = 10, prior_alpha: float = 0.6, prior_weight: float = 4.0,
-                 prior_slope: float = 0.06, memory: float = 0.97, explore_every: int = 8):
+                 prior_slope: float = 0.06, memory: float = 0.97, explore_every: int = 8,
+                 fixed_costs: tuple[float, float] | None = None):
+        """fixed_costs=(slope, c): assume T(k) = 1 + slope (k - 1) and a draft pass costing c T(1) instead of timing
+        the passes; the choices then depend only on which drafts were accepted."""
         if max_gamma < 1:
             raise ValueError(f"max_gamma must be >= 1, got {max_gamma}")
         self.max_gamma = max_gamma
         self.prior_slope = prior_slope  # T(k) / T(1) - 1 per extra token, until measured (0.06: bf16 on this CPU)
         self.memory = memory  # each round's evidence is worth `memory` times less one round later
         self.explore_every = explore_every
+        self.fixed_costs = fixed_costs
         self._accepted = prior_alpha * prior_weight  # Beta pseudo-counts: accepted and rejected decisions
         self._rejected = (1 - prior_alpha) * prior_weight
         # Running sums for the least-squares line T(k) = t1 + slope (k - 1), and the draft's time per pass.
         self._n = self._sk = self._st = self._skk = self._skt = 0.0
         self._draft_time = self._draft_passes = 0.0
         self._plain_rounds = 0
+
+    @classmethod
+    def reproducible(cls, max_gamma: int = 10) -> AdaptiveGamma:
+        """A controller whose schedule a seed reproduces: costs fixed at what this CPU measures for the shipped pair
+        (verify slope 0.06 per token, c = 0.06) rather than timed, since timings differ from run to run."""
+        return cls(max_gamma, fixed_costs=(0.06, 0.06))
 
     @property
     def alpha(self) -> float:
@@ -51,6 +62,8 @@ class AdaptiveGamma:
         return t1 + slope * (k - 1)
 
     def draft_time(self) -> float:
+        if self.fixed_costs is not None:  # model-free drafts make no draft passes: they cost nothing here
+            return self.fixed_costs[1] if self._draft_passes else 0.0
         return self._draft_time / self._draft_passes if self._draft_passes else 0.0
 
     def rate(self, gamma: int) -> float:
@@ -77,6 +90,9 @@ class AdaptiveGamma:
         if drafted:
             self._accepted = self.memory * self._accepted + accepted
             self._rejected = self.memory * self._rejected + int(accepted < drafted)
+        if self.fixed_costs is not None:
+            self._draft_passes = self.memory * self._draft_passes + draft_passes
+            return
         if target_seconds is not None:
             if self._n == 0:  # seed the line with the prior slope through this first measurement
                 t1 = target_seconds / (1 + self.prior_slope * drafted)

@@ -153,7 +153,8 @@ class Generation:
         stop_token_ids: Sequence[int] = (),
     ):
         """gamma: drafts per round, or "auto" (an `AdaptiveGamma` chooses each round; pass your own instance to
-        keep what it learned across runs)."""
+        keep what it learned across runs). With a seed, "auto" uses `AdaptiveGamma.reproducible()`, whose schedule
+        does not depend on timings, so that the seed reproduces the text."""
         self.prompt = _check_prompt(prompt_ids, target)
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
@@ -164,7 +165,7 @@ class Generation:
         self.controller = None
         if draft is not None:
             if gamma == "auto":
-                gamma = AdaptiveGamma()
+                gamma = AdaptiveGamma() if seed is None else AdaptiveGamma.reproducible()
             if isinstance(gamma, AdaptiveGamma):
                 self.controller, gamma = gamma, gamma.max_gamma
             elif isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:

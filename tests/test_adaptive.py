@@ -2,11 +2,13 @@
 
 import collections
 import random
+import time
 
 import pytest
 
 from specdecode import analysis, generate
 from specdecode.adaptive import AdaptiveGamma
+from specdecode.drafts.model import ModelDraft
 from specdecode.toy import bigram_pair
 
 
@@ -66,3 +68,38 @@ def test_auto_gamma_in_the_engine_keeps_exactness_bookkeeping():
     assert 1 <= max(s.drafted_per_round) <= AdaptiveGamma().max_gamma
     with pytest.raises(ValueError, match="'auto'"):
         generate(target, draft, [0], 5, gamma="fast")
+
+
+class SlowDraft:
+    """A draft that waits `delay` seconds per proposal: the same proposals, different timings."""
+
+    def __init__(self, draft, delay: float):
+        self.inner, self.delay = draft, delay
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def propose(self, *args, **kwargs):
+        time.sleep(self.delay)
+        return self.inner.propose(*args, **kwargs)
+
+
+@pytest.mark.parametrize("schedule, reproducible", [("auto", True), (AdaptiveGamma, False)])
+def test_a_seed_makes_auto_gamma_independent_of_timings(schedule, reproducible):
+    """With a seed, gamma "auto" uses fixed costs, so the same seed gives the same rounds however slow the draft is;
+    a timed controller (the negative control) asks a draft made 3 ms slower per round for fewer tokens."""
+    target, draft = bigram_pair()
+    runs = [generate(target, SlowDraft(ModelDraft(draft), delay), [0], 150, seed=3,
+                     gamma=schedule if schedule == "auto" else schedule())
+            for delay in (0.0, 0.003)]
+    fast, slow = (run.stats for run in runs)
+    same = runs[0].new_tokens == runs[1].new_tokens and fast.drafted_per_round == slow.drafted_per_round
+    assert same == reproducible
+    if not reproducible:
+        assert slow.tokens_drafted / slow.rounds < fast.tokens_drafted / fast.rounds
+
+
+def test_fixed_costs_settle_on_the_papers_best_gamma():
+    controller = AdaptiveGamma(max_gamma=12, fixed_costs=(0.0, 0.05))
+    chosen = simulate(controller, 0.8, lambda k: 123.0, 9.0, rounds=3000)[-1000:]  # the timings are ignored
+    assert collections.Counter(chosen).most_common(1)[0][0] == analysis.best_gamma(0.8, 0.05, max_gamma=12)

@@ -26,7 +26,8 @@ def sse(data: dict | str, event: str | None = None) -> str:
 def speculative(job: Job) -> dict:
     stats = job.generation.stats
     return {"gamma": job.gamma, "draft": job.loaded.draft_name, "target_calls": stats.target_calls,
-            "accepted_per_round": list(stats.accepted_per_round), "alpha": stats.alpha,
+            "accepted_per_round": list(stats.accepted_per_round),
+            "drafted_per_round": list(stats.drafted_per_round), "alpha": stats.alpha,
             "tokens_per_target_call": stats.tokens_per_target_call, "tokens_per_second": stats.tokens_per_second,
             "draft_cost": stats.draft_cost, "rounds": stats.rounds,
             "mean_gamma": stats.tokens_drafted / stats.rounds if stats.rounds else 0.0}

@@ -132,7 +132,9 @@ class Service:
                            param="max_tokens")
         sampling = SamplingConfig(request.temperature, request.top_k, request.top_p)
         gamma = request.gamma or self.gamma
-        schedule = self.controller if gamma == "auto" and self.controller is not None else gamma
+        # The shared controller times the passes; a seeded request gets its own timing-free one (see Generation).
+        shared = gamma == "auto" and self.controller is not None and request.seed is None
+        schedule = self.controller if shared else gamma
         generation = Generation(loaded.target.model, loaded.draft, ids, request.max_tokens, schedule, sampling,
                                 request.seed, loaded.target.tokenizer.stop_token_ids)
         return Job(loaded, generation, len(ids), gamma if loaded.draft is not None else 0)
