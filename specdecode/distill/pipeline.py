@@ -191,10 +191,11 @@ transformers checkpoint with the target's tokenizer: it works as a draft in `spe
 - Labels: the target's 32 most likely next tokens and their probabilities at every position (prompt, answer, text).
 - Loss: cross-entropy against those lists (KL(p || q) up to a constant), weight 1 on answer positions and 0.5 on
   prompt and text positions; the embedding starts from the target's own, projected onto its top principal
-  directions. The softmax runs over the {summary['output_vocabulary']} tokens that carry 99.5% of the target's
-  probability, then over the full vocabulary for the last 15% of the time. `output_vocabulary.safetensors` lists
-  those tokens: specdecode's native engine computes the draft's q over them only (q = 0 elsewhere, which the rule
-  allows: the output stays exact), so its output head reads a fraction of the rows; transformers ignores the file.
+  directions. The softmax runs over the {summary['output_vocabulary']} tokens carrying the most of the target's
+  probability (99.5% of it, or at most 12288 tokens), then over the full vocabulary for the last 15% of the time.
+  `output_vocabulary.safetensors` lists those tokens: specdecode's native engine computes the draft's q over them
+  only (q = 0 elsewhere, which the rule allows: the output stays exact), so its output head reads a fraction of the
+  rows; transformers ignores the file.
 - {t['steps']} AdamW steps in {t['seconds'] / 60:.0f} minutes; held-out loss (answers to training prompts never
   trained on) {t['held_out_before']:.2f} -> {t['held_out_after']:.2f}. Total time
   {summary['total_seconds'] / 60:.0f} minutes on a 2-core CPU, seed {summary['seed']}.
