@@ -171,6 +171,7 @@ def load_draft(spec: str | list[str], target: Target, dtype: str = "bfloat16", l
         return ModelDraft(bigram_pair()[1])
     if target.engine == "toy":
         raise ValueError("the toy target takes the drafts toy, prompt-lookup or none")
+    name = kind
     if kind == "trained":
         if not SHIPPED_DRAFT.is_dir():
             raise ValueError("no trained draft is shipped in this installation")
@@ -185,4 +186,4 @@ def load_draft(spec: str | list[str], target: Target, dtype: str = "bfloat16", l
         from safetensors.torch import load_file
 
         model.restrict_output(load_file(restricted)["token_ids"])
-    return ModelDraft(model, vocab_size=vocab_size, name=str(kind))
+    return ModelDraft(model, vocab_size=vocab_size, name=name)
