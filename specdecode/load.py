@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .drafts.base import Draft
+from .drafts.hybrid import HybridDraft
 from .drafts.model import ModelDraft
 from .drafts.ngram import NgramDraft, NgramTable
 from .drafts.prompt_lookup import PromptLookupDraft
@@ -25,7 +26,7 @@ from .toy import ToyTokenizer, bigram_pair
 
 ENGINES = ("auto", "native", "transformers")
 DRAFT_KINDS = ("trained (the shipped draft)", "prompt-lookup", "bigram [FILE] (or bigram:FILE)", "unigram [FILE]",
-               "none", "toy", "a model directory")
+               "lookup+DRAFT (prompt lookup when the text repeats, else DRAFT)", "none", "toy", "a model directory")
 DATA = Path(__file__).parent / "data"
 SHIPPED_DRAFT = DATA / "smollm2-draft"  # distilled from SmolLM2-135M-Instruct by `specdecode train-draft`
 OUTPUT_VOCABULARY = "output_vocabulary.safetensors"  # a draft's optional output restriction (see train-draft)
@@ -134,19 +135,25 @@ def default_draft(target: Target) -> str:
     """The shipped trained draft for the default target; prompt lookup for other targets; toy for the toy."""
     if target.engine == "toy":
         return "toy"
-    return "trained" if target.name == DEFAULT_DISPLAY and SHIPPED_DRAFT.is_dir() else "prompt-lookup"
+    return "lookup+trained" if target.name == DEFAULT_DISPLAY and SHIPPED_DRAFT.is_dir() else "prompt-lookup"
 
 
 def load_draft(spec: str | list[str], target: Target, dtype: str = "bfloat16", lookup_ngram: int = 3,
                engine: str = "auto") -> Draft | None:
-    """The draft named by spec ("kind", "kind:FILE" or [kind, FILE]); None for plain decoding."""
+    """The draft named by spec ("kind", "kind:FILE", [kind, FILE] or "lookup+" any of those); None for plain
+    decoding."""
     if isinstance(spec, str):
         head, sep, rest = spec.partition(":")
-        parts = [head, rest] if sep and head in ("bigram", "unigram") else [spec]
+        parts = [head, rest] if sep and head.removeprefix("lookup+") in ("bigram", "unigram") else [spec]
     else:
         parts = list(spec)
     if not parts or len(parts) > 2:
         raise ValueError(f"--draft takes one of: {', '.join(DRAFT_KINDS)}")
+    if parts[0].startswith("lookup+"):
+        fallback = load_draft([parts[0].removeprefix("lookup+"), *parts[1:]], target, dtype, lookup_ngram, engine)
+        if fallback is None or fallback.name == "prompt-lookup" or parts[0] == "lookup+toy":
+            raise ValueError("lookup+DRAFT needs a draft model or table after the +, e.g. lookup+trained")
+        return HybridDraft(fallback, max_ngram=max(lookup_ngram, 2))
     kind, arg = parts[0], (parts[1] if len(parts) == 2 else None)
     vocab_size = target.model.vocab_size
     if kind in ("unigram", "bigram"):

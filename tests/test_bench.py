@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from specdecode import analysis
+from specdecode.bench import report as bench_report
 from specdecode.bench.report import add_predictions
 from specdecode.cli import main
 
@@ -57,6 +59,7 @@ def test_quick_bench_runs_and_its_reports_validate(tmp_path, capsys):
                    "ours plain (native)", "ours plain (transformers)"):
         assert method in families, method
     assert set(tiny["costs"]) == {"native", "transformers"}
+    assert "## Targets (greedy)" in (tmp_path / "tiny-random-llama" / "report.md").read_text()
 
 
 def test_predictions_use_the_measured_costs():
@@ -79,3 +82,16 @@ def test_predictions_use_the_measured_costs():
     assert m["verify_ratio"] == pytest.approx(1.2)
     assert m["predicted_speedup"] == pytest.approx(3.3616 / (4 * c + 1.2), rel=1e-3)
     assert m["measured_speedup"] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("goal, c", [(1.5, 0.05), (2.4, 0.08), (1.1, 0.0)])
+def test_the_alpha_needed_for_a_target_is_the_smallest_that_reaches_it(goal, c):
+    costs = {"ratio": {"1": 1.0, "2": 1.03, "4": 1.1, "8": 1.43, "16": 2.0}}
+
+    def reached(alpha):
+        best = max(analysis.speedup(alpha, g, c, bench_report._verify_ratio(costs, g + 1)) for g in range(1, 13))
+        return best >= goal
+
+    alpha = bench_report._alpha_needed(goal, c, costs)
+    assert reached(alpha) and not reached(alpha - 0.01)
+    assert bench_report._alpha_needed(50.0, c, costs) is None

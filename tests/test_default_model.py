@@ -64,7 +64,7 @@ def assert_greedy_identity(target, draft, plain_outputs, gamma=3):
     assert drafted > 0
 
 
-@pytest.mark.parametrize("kind", ["trained", "prompt-lookup", "bigram", "unigram", "model"])
+@pytest.mark.parametrize("kind", ["trained", "prompt-lookup", "lookup+trained", "bigram", "unigram", "model"])
 def test_greedy_output_is_identical_to_plain_for_every_draft(kind, smollm2, plain_outputs, ngram_file,
                                                              tiny_draft_dir):
     """The default configuration (native engine, bf16): 20 held-out prompts of six kinds, every draft type (the
@@ -117,7 +117,7 @@ def test_generate_json_reports_every_field(capsys):
                 "alpha", "tokens_per_target_call", "seconds", "tokens_per_second", "gamma", "draft", "engine",
                 "plain_seconds", "plain_tokens_per_second", "speedup", "identical_to_plain"):
         assert key in report, key
-    assert report["identical_to_plain"] is True and report["draft"] == "trained"  # the shipped draft is the default
+    assert report["identical_to_plain"] is True and report["draft"] == "lookup+trained"  # the default draft
     assert report["tokens_per_target_call"] > 1.0
 
 
@@ -161,6 +161,8 @@ def test_cli_bad_input(capsys, tmp_path, ngram_file):
         (["generate", "--gamma", "0", "hi"], "gamma"),
         (["generate", "   "], "empty"),
         (["generate", "--target", str(other), "--raw", "a b", "--draft", "bigram"], "needs a table file"),
+        (["generate", "--draft", "lookup+none", "hi"], "lookup+DRAFT needs"),
+        (["generate", "--draft", "lookup+prompt-lookup", "hi"], "lookup+DRAFT needs"),
         (["generate", "--draft", "bigram", str(tmp_path / "notes.txt"), "hi"], "not an n-gram table"),
         (["generate", "--target", str(other), "--draft", "bigram", str(ngram_file), "--raw", "a b"],
          "different tokenizer"),

@@ -16,6 +16,7 @@ from specdecode import (
     generate,
     generate_plain,
 )
+from specdecode.drafts.hybrid import HybridDraft
 from specdecode.toy import WORDS, BigramLM, bigram_pair, bigram_tables
 
 V = len(WORDS)
@@ -49,6 +50,23 @@ def test_three_token_continuations_follow_the_target_exactly(config, gamma):
     for _ in range(12_000):
         counts[tuple(generate(target, draft, prompt, 3, gamma=gamma, sampling=config).new_tokens)] += 1
     assert chi_square_pvalue(counts, expected) > SIGNIFICANCE
+
+
+def test_prompt_lookup_then_a_draft_model_follows_the_target_exactly():
+    """The hybrid draft on a prompt that repeats itself ("the cat sat the cat"): lookup proposes when the last two
+    tokens occurred before, the draft model otherwise; both branches happen, and the output is still the target's."""
+    target, draft = bigram_pair(seed=0)
+    prompt = [0, 1, 2, 0, 1]
+    expected = exact_continuations(target.table, prompt[-1], 3, SamplingConfig())
+    counts = np.zeros([V] * 3)
+    torch.manual_seed(11)
+    passes = 0
+    for _ in range(12_000):
+        result = generate(target, HybridDraft(ModelDraft(draft)), prompt, 3, gamma=3)
+        counts[tuple(result.new_tokens)] += 1
+        passes += result.stats.draft_calls
+    assert chi_square_pvalue(counts, expected) > SIGNIFICANCE
+    assert 0 < passes < 12_000 * 3  # the draft model ran in some rounds, lookup served others
 
 
 def test_the_sequence_test_catches_a_draft_sampled_without_correction():
@@ -208,3 +226,13 @@ def test_a_prompt_tensor_is_accepted():
     target, draft = bigram_pair()
     a = generate(target, draft, torch.tensor([0, 1]), 10, seed=3).new_tokens
     assert a == generate(target, draft, [0, 1], 10, seed=3).new_tokens
+
+
+def test_the_hybrid_copies_when_the_text_repeats_and_asks_the_model_otherwise():
+    target, draft = bigram_pair(seed=0)
+    hybrid = HybridDraft(ModelDraft(draft))
+    hybrid.begin([3, 4, 5, 6, 3, 4])
+    copied = hybrid.propose([3, 4, 5, 6, 3, 4], 2, SamplingConfig(), None)
+    assert copied.tokens.tolist() == [5, 6] and copied.forward_passes == 0  # "3 4" occurred before: copy "5 6"
+    guessed = hybrid.propose([3, 4, 5, 6, 3, 4, 7], 2, SamplingConfig(), None)
+    assert guessed.forward_passes == 2 and (guessed.probs > 0).sum(-1).gt(1).all()  # "4 7" is new: the model's q

@@ -109,8 +109,73 @@ def markdown(report: dict, plots: list[str]) -> str:
                 f"{fmt(m.get('c'), '.3f')} | {fmt(m.get('verify_ratio'))} | "
                 f"{fmt(m.get('measured_speedup'), '.2f', 'x')} | {fmt(m.get('predicted_speedup'), '.2f', 'x')} | "
                 f"{fmt(m.get('predicted_speedup_paper'), '.2f', 'x')} | {m['identical'] or ''} |")
-    lines += ["", *[f"![{p}]({p})" for p in plots], ""]
+    lines += ["", *targets(report), "", *[f"![{p}]({p})" for p in plots], ""]
     return "\n".join(lines)
+
+
+def _alpha_needed(speedup: float, c: float, costs: dict) -> float | None:
+    """The smallest alpha (to 0.01) whose best gamma reaches `speedup` over plain decoding with cost c and this
+    engine's T(k) / T(1); None if no alpha below 1 does."""
+    for alpha in (a / 100 for a in range(1, 100)):
+        g = analysis.best_gamma(alpha, c, 12, lambda k: _verify_ratio(costs, k))
+        if analysis.speedup(alpha, g, c, _verify_ratio(costs, g + 1)) >= speedup:
+            return alpha
+    return None
+
+
+def targets(report: dict) -> list[str]:
+    """The bench issue's figures, checked against this run, and what stands in the way of those not reached."""
+    greedy = [m for m in report["methods"] if m["sampling"] == "greedy"]
+    by_name = {m["method"]: m for m in greedy}
+    generate, assisted = by_name.get("transformers generate"), by_name.get("transformers assisted")
+    plain = by_name.get(f"ours plain ({report['engine']})")
+    drafted = [m for m in greedy if m["family"] == "ours" and m["draft"] != "none"]
+    if not (generate and assisted and plain and drafted):
+        return []
+    best = max(drafted, key=lambda m: m["tokens_per_second"])
+    rate = best["tokens_per_second"]
+    engine, spec = plain["tokens_per_second"] / generate["tokens_per_second"], rate / plain["tokens_per_second"]
+    lines = ["## Targets (greedy)", "",
+             f"- Best method: {best['method']}, {rate:.1f} tokens/s = {rate / assisted['tokens_per_second']:.2f}x "
+             f"transformers assisted generation with the same draft (target 2x) and "
+             f"{rate / generate['tokens_per_second']:.2f}x transformers `generate()` (target 3x). That is the "
+             f"engine ({engine:.2f}x: ours plain over `generate()`) times speculation ({spec:.2f}x: over ours plain)."]
+    costs = report["costs"][report["engine"]]
+    for goal, name in ((3.0, "3x `generate()`"), (2.0 * assisted["tokens_per_second"] / generate["tokens_per_second"],
+                                                  "2x assisted")):
+        need = goal / engine
+        if need <= spec:
+            continue
+        alpha = _alpha_needed(need, best.get("c") or 0.0, costs)
+        lines.append(f"- {name} needs speculation worth {need:.2f}x over our plain decoding; with this draft's c = "
+                     f"{best.get('c') or 0:.3f} and the measured T(k)/T(1) that takes alpha >= "
+                     + (f"{alpha:.2f}" if alpha else "1 (out of reach)") + f" at the best gamma; it measured "
+                     f"{best['alpha']:.2f}.")
+    limit = report["machine"]["read_bandwidth_gb_s"] * 1e9 / costs["weight_bytes"]
+    lines.append(f"- Plain decoding: ours {plain['tokens_per_second']:.1f} tokens/s (a bare 1-token pass: "
+                 f"{costs['plain_tokens_per_second']:.1f}), against the {limit:.0f} that reading the "
+                 f"{costs['weight_bytes'] / 1e6:.0f} MB of weights once per token at the measured bandwidth "
+                 "would allow.")
+    by_draft: dict[str, list[dict]] = {}
+    for m in drafted:
+        if isinstance(m["gamma"], int) and m.get("predicted_speedup") and m.get("measured_speedup"):
+            by_draft.setdefault(m["draft"], []).append(m)
+    for draft, ms in by_draft.items():
+        top = max(ms, key=lambda m: m["measured_speedup"])
+        error = top["predicted_speedup"] / top["measured_speedup"] - 1
+        lines.append(f"- Predicted vs measured at the best of the fixed gammas run ({top['method']}): "
+                     f"{top['predicted_speedup']:.2f}x vs {top['measured_speedup']:.2f}x, {error:+.0%} "
+                     "(target within 15%); best gamma predicted "
+                     f"{top.get('predicted_best_gamma')}, best measured {top['gamma']}.")
+        auto = next((m for m in drafted if m["draft"] == draft and m["gamma"] == "auto"), None)
+        theirs = next((m for m in greedy if m["family"] == "transformers" and m["draft"] == draft), None) \
+            if draft == "prompt-lookup" else assisted
+        if auto:
+            lines.append(f"- Adaptive gamma with that draft: {auto['tokens_per_second']:.1f} tokens/s, "
+                         f"{auto['tokens_per_second'] / top['tokens_per_second']:.2f}x the best fixed gamma"
+                         + (f" and {auto['tokens_per_second'] / theirs['tokens_per_second']:.2f}x transformers' own "
+                            f"schedule on the same draft ({theirs['method']})." if theirs else "."))
+    return lines
 
 
 def _plots(report: dict, out: Path) -> list[Path]:

@@ -43,12 +43,14 @@ class Plan:
 def default_plan(target: str, draft: str, ngram: str | None) -> Plan:
     """The committed report's run: about 15 minutes on this 2-core CPU."""
     fixed = [f"spec:{draft}:{g}" for g in (1, 2, 3, 4, 6, 8)]
-    tables = [f"spec:bigram:{ngram}:auto", f"spec:unigram:{ngram}:auto"] if ngram else []
+    tables = [f"spec:bigram:{ngram}:2", f"spec:bigram:{ngram}:auto", f"spec:unigram:{ngram}:1"] if ngram else []
     return Plan(
         target=target,
         greedy=["plain", "plain-hf", "hf", f"hf-assisted:{draft}", "hf-lookup:10", *fixed, f"spec:{draft}:auto",
-                "spec:prompt-lookup:auto", "spec:prompt-lookup:4", *tables],
-        sampled=["plain", "hf", f"hf-assisted:{draft}", f"spec:{draft}:auto", f"spec:{draft}:3"],
+                "spec:prompt-lookup:auto", "spec:prompt-lookup:4", f"spec:lookup+{draft}:auto",
+                f"spec:lookup+{draft}:2", *tables],
+        sampled=["plain", "hf", f"hf-assisted:{draft}", f"spec:{draft}:auto", f"spec:{draft}:3",
+                 f"spec:lookup+{draft}:auto"],
         samplings=[SamplingConfig(1.0), SamplingConfig(1.0, top_p=0.9)],
     )
 
@@ -91,7 +93,7 @@ def build_methods(specs: list[str], target: Target) -> list[Method]:
         elif kind == "spec":
             draft_spec, _, gamma = rest.rpartition(":")
             draft = load_draft(draft_spec, target, target.dtype)
-            label = Path(draft_spec).name if "/" in draft_spec else draft.name
+            label = "+".join(Path(part).name for part in draft.name.split("+"))  # a directory by its own name
             methods.append(ours(f"ours {label} gamma {gamma}", target.model, draft,
                                 gamma if gamma == "auto" else int(gamma), stops, target.engine))
         else:
@@ -148,6 +150,8 @@ def run_plan(plan: Plan, progress: bool = True) -> dict:
     encoded = [(p.id, target.tokenizer.encode(p.prompt)) for p in prompts]
     runs, summaries = [], []
     for sampling, specs in [(SamplingConfig(0), plan.greedy)] + [(s, plan.sampled) for s in plan.samplings]:
+        if not specs:
+            continue
         methods = build_methods(specs, target)
         records = run_alternating(methods, encoded, sampling, plan.max_new_tokens, reference=methods[0].name,
                                   progress=progress)

@@ -22,8 +22,9 @@ def add_model_options(p: argparse.ArgumentParser, gamma_help: str) -> None:
     p.add_argument("--target", default=DEFAULT_TARGET,
                    help=f"'{DEFAULT_TARGET}' (default), 'toy', or a transformers model directory")
     p.add_argument("--draft", default=None, metavar="DRAFT",
-                   help=f"one of: {', '.join(DRAFT_KINDS)} (default: the trained draft for smollm2, "
-                   "else prompt-lookup; toy for the toy target)")
+                   help=f"one of: {', '.join(DRAFT_KINDS)} (default for smollm2: lookup+trained, i.e. "
+                   "prompt lookup when the text repeats, else the shipped trained draft; prompt-lookup for other "
+                   "targets; toy for the toy target)")
     p.add_argument("--gamma", type=gamma_arg, default="auto", help=gamma_help)
     p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"], help="weights dtype (bfloat16)")
     p.add_argument("--engine", default="auto", choices=ENGINES,
