@@ -168,8 +168,10 @@ def targets(report: dict) -> list[str]:
                      "(target within 15%); best gamma predicted "
                      f"{top.get('predicted_best_gamma')}, best measured {top['gamma']}.")
         auto = next((m for m in drafted if m["draft"] == draft and m["gamma"] == "auto"), None)
-        theirs = next((m for m in greedy if m["family"] == "transformers" and m["draft"] == draft), None) \
-            if draft == "prompt-lookup" else assisted
+        if draft == "prompt-lookup":
+            theirs = next((m for m in greedy if m["family"] == "transformers" and m["draft"] == draft), None)
+        else:  # transformers has no n-gram table drafts; a draft model is theirs as `assistant_model`
+            theirs = None if draft in ("bigram", "unigram") else assisted
         if auto:
             lines.append(f"- Adaptive gamma with that draft: {auto['tokens_per_second']:.1f} tokens/s, "
                          f"{auto['tokens_per_second'] / top['tokens_per_second']:.2f}x the best fixed gamma"
@@ -203,8 +205,9 @@ def _plots(report: dict, out: Path) -> list[Path]:
         if m["family"] == "ours" and isinstance(m["gamma"], int) and m.get("measured_speedup"):
             fixed.setdefault(m["draft"], []).append(m)
     if fixed:
-        fig, ax = plt.subplots(figsize=(7, 4))
+        fig, ax = plt.subplots(figsize=(10, 4.5))
         for draft, ms in fixed.items():
+            draft = "+".join(Path(part).name for part in draft.split("+"))  # a draft directory by its own name
             ms.sort(key=lambda m: m["gamma"])
             gammas = [m["gamma"] for m in ms]
             line = ax.plot(gammas, [m["measured_speedup"] for m in ms], "o-", label=f"{draft}: measured")[0]
@@ -215,17 +218,23 @@ def _plots(report: dict, out: Path) -> list[Path]:
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_xlabel("gamma")
         ax.set_ylabel("decode speed-up over plain")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
         ax.set_title("Speed-up vs gamma, predicted and measured (greedy)")
         fig.tight_layout()
         paths.append(out / "speedup_vs_gamma.png")
         fig.savefig(paths[-1], dpi=110)
         plt.close(fig)
 
-    by_draft: dict[str, tuple[list[int], list[int]]] = {}  # method -> (accepted at, tested at), summed
+    # Per draft, the greedy run with the largest fixed gamma: it tests the most positions.
+    widest = {}
+    for m in greedy:
+        if m["family"] == "ours" and isinstance(m["gamma"], int) and m["gamma"] > widest.get(m["draft"], (0,))[0]:
+            widest[m["draft"]] = (m["gamma"], m["method"])
+    by_draft: dict[str, tuple[list[int], list[int]]] = {}  # method -> (accepted at, tested at), summed over prompts
     for r in report["runs"]:
         s = r["stats"]
-        if s and s.get("tokens_drafted") and r["sampling"] == "greedy" and "auto" in r["method"]:
+        if s and s.get("tokens_drafted") and r["sampling"] == "greedy" and r["method"] in {
+                name for _, name in widest.values()}:
             accepted, tested = by_draft.setdefault(r["method"], ([], []))
             for i, (a, t) in enumerate(zip(s["accepted_at"], s["tested_at"], strict=True)):
                 if i == len(tested):
@@ -236,13 +245,14 @@ def _plots(report: dict, out: Path) -> list[Path]:
     if by_draft:
         fig, ax = plt.subplots(figsize=(7, 4))
         for name, (accepted, tested) in by_draft.items():
-            rates = [a / t if t else float("nan") for a, t in zip(accepted, tested, strict=True)]
+            rates = [a / t if t >= 10 else float("nan") for a, t in zip(accepted, tested, strict=True)]
             ax.plot(range(1, len(rates) + 1), rates, "o-", label=name)
-        ax.set_xlabel("draft position")
-        ax.set_ylabel("acceptance rate (mean over prompts)")
+        ax.set_xlabel("draft position (positions tested fewer than 10 times left out)")
+        ax.set_ylabel("P(accepted | reached)")
+        ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_ylim(0, 1)
         ax.legend(fontsize=8)
-        ax.set_title("Acceptance by draft position (greedy, gamma auto)")
+        ax.set_title("Acceptance by draft position (greedy, each draft at its largest fixed gamma)")
         fig.tight_layout()
         paths.append(out / "acceptance_by_position.png")
         fig.savefig(paths[-1], dpi=110)
