@@ -17,6 +17,12 @@ from pathlib import Path
 from .. import analysis
 
 
+def draft_label(draft: str) -> str:
+    """A draft's name as the reports show it: a directory by its own name ("lookup+/x/smollm2-draft" ->
+    "lookup+smollm2-draft")."""
+    return "+".join(Path(part).name for part in draft.split("+"))
+
+
 def _decode_rate(runs: list[dict], method: str, sampling: str) -> float | None:
     mine = [r for r in runs if r["method"] == method and r["sampling"] == sampling and r["stats"]]
     tokens = sum(r["new_tokens"] for r in mine)
@@ -207,7 +213,7 @@ def _plots(report: dict, out: Path) -> list[Path]:
     if fixed:
         fig, ax = plt.subplots(figsize=(10, 4.5))
         for draft, ms in fixed.items():
-            draft = "+".join(Path(part).name for part in draft.split("+"))  # a draft directory by its own name
+            draft = draft_label(draft)
             ms.sort(key=lambda m: m["gamma"])
             gammas = [m["gamma"] for m in ms]
             line = ax.plot(gammas, [m["measured_speedup"] for m in ms], "o-", label=f"{draft}: measured")[0]

@@ -22,6 +22,7 @@ from ..prompts import KINDS, Prompt, load_prompts
 from ..sampling import SamplingConfig
 from .costs import pass_times, read_bandwidth, weight_bytes
 from .methods import Method, ours, transformers_generate
+from .report import draft_label
 from .runner import run_alternating, summarize
 
 
@@ -93,8 +94,7 @@ def build_methods(specs: list[str], target: Target) -> list[Method]:
         elif kind == "spec":
             draft_spec, _, gamma = rest.rpartition(":")
             draft = load_draft(draft_spec, target, target.dtype)
-            label = "+".join(Path(part).name for part in draft.name.split("+"))  # a directory by its own name
-            methods.append(ours(f"ours {label} gamma {gamma}", target.model, draft,
+            methods.append(ours(f"ours {draft_label(draft.name)} gamma {gamma}", target.model, draft,
                                 gamma if gamma == "auto" else int(gamma), stops, target.engine))
         else:
             raise ValueError(f"unknown bench method {spec!r}")
