@@ -192,6 +192,12 @@ def _plots(report: dict, out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    def save(fig, path: Path) -> Path:
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        return path
+
     paths = []
     greedy = [m for m in report["methods"] if m["sampling"] == "greedy"]
 
@@ -201,10 +207,7 @@ def _plots(report: dict, out: Path) -> list[Path]:
             color=["#2b7bba" if m["family"] == "ours" else "#999999" for m in greedy][::-1])
     ax.set_xlabel("tokens/s (greedy, end to end)")
     ax.set_title(f"{report['target']}: tokens/s by method")
-    fig.tight_layout()
-    paths.append(out / "tokens_per_second.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths.append(save(fig, out / "tokens_per_second.png"))
 
     fixed = {}
     for m in greedy:
@@ -226,10 +229,7 @@ def _plots(report: dict, out: Path) -> list[Path]:
         ax.set_ylabel("decode speed-up over plain")
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
         ax.set_title("Speed-up vs gamma, predicted and measured (greedy)")
-        fig.tight_layout()
-        paths.append(out / "speedup_vs_gamma.png")
-        fig.savefig(paths[-1], dpi=110)
-        plt.close(fig)
+        paths.append(save(fig, out / "speedup_vs_gamma.png"))
 
     # Per draft, the greedy run with the largest fixed gamma: it tests the most positions.
     widest = {}
@@ -259,8 +259,5 @@ def _plots(report: dict, out: Path) -> list[Path]:
         ax.set_ylim(0, 1)
         ax.legend(fontsize=8)
         ax.set_title("Acceptance by draft position (greedy, each draft at its largest fixed gamma)")
-        fig.tight_layout()
-        paths.append(out / "acceptance_by_position.png")
-        fig.savefig(paths[-1], dpi=110)
-        plt.close(fig)
+        paths.append(save(fig, out / "acceptance_by_position.png"))
     return paths
