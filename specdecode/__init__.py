@@ -11,6 +11,10 @@ Layers, one module each: sampling (logits -> p or q), rule (verify), engine (the
 protocol and its adapters), drafts (the Draft protocol and its guessers), analysis (the paper's formulas).
 """
 
+from .cpu import force_path
+
+force_path()  # SPECDECODE_CPU must reach torch's and oneDNN's variables before torch runs its first kernel
+
 from .analysis import alpha_from_stats, best_gamma, beta, expected_tokens, extra_arithmetic, speedup
 from .drafts import Draft, ModelDraft, Proposal
 from .engine import Generation, GenerationResult, GenerationStats, Round, generate, generate_plain

@@ -40,10 +40,16 @@ class AdaptiveGamma:
         self._plain_rounds = 0
 
     @classmethod
-    def reproducible(cls, max_gamma: int = 10) -> AdaptiveGamma:
-        """A controller whose schedule a seed reproduces: costs fixed at what this CPU measures for the shipped pair
-        (verify slope 0.06 per token, c = 0.06) rather than timed, since timings differ from run to run."""
-        return cls(max_gamma, fixed_costs=(0.06, 0.06))
+    def for_target(cls, target, max_gamma: int = 10) -> AdaptiveGamma:
+        """A timed controller whose prior verify slope is the target engine's own (`verify_slope`, measured on the
+        CPUs seen: about 0.06 per token for the native engine, 0.6 for llama.cpp)."""
+        return cls(max_gamma, prior_slope=getattr(target, "verify_slope", 0.06))
+
+    @classmethod
+    def reproducible(cls, max_gamma: int = 10, slope: float = 0.06) -> AdaptiveGamma:
+        """A controller whose schedule a seed reproduces: costs fixed rather than timed, since timings differ from
+        run to run: the engine's verify slope per token (0.06: the native engine) and c = 0.06 (the shipped pair)."""
+        return cls(max_gamma, fixed_costs=(slope, 0.06))
 
     @property
     def alpha(self) -> float:

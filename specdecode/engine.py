@@ -165,7 +165,8 @@ class Generation:
         self.controller = None
         if draft is not None:
             if gamma == "auto":
-                gamma = AdaptiveGamma() if seed is None else AdaptiveGamma.reproducible()
+                gamma = AdaptiveGamma.for_target(target) if seed is None else \
+                    AdaptiveGamma.reproducible(slope=getattr(target, "verify_slope", 0.06))
             if isinstance(gamma, AdaptiveGamma):
                 self.controller, gamma = gamma, gamma.max_gamma
             elif isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:

@@ -44,10 +44,19 @@ def smollm2_fp32():
 
 @pytest.fixture(scope="session")
 def smollm2():
-    """The default target as users get it: native engine, bf16 (batch-invariant, so greedy identity is bitwise)."""
+    """The default target as users get it: the engine and weight format `auto` picks on this CPU (llama.cpp where it
+    is built; every engine path is batch invariant, so greedy identity is bitwise)."""
     from specdecode.load import load_target
 
     return load_target()
+
+
+@pytest.fixture(scope="session")
+def smollm2_native():
+    """The default target on the native engine, in the weight format this CPU runs best (bf16 or int8)."""
+    from specdecode.load import load_target
+
+    return load_target(engine="native")
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""The native Llama-family path: logits equal to transformers', batch invariance in bf16, greedy identity, fallback."""
+"""The native Llama-family path in every weight format: logits equal to transformers', batch invariance where claimed,
+greedy identity, fallback. Run again with SPECDECODE_CPU=avx2 by test_cpu_paths.py."""
 
 import random
 
@@ -8,14 +9,20 @@ from tiny import save_model, tiny_gpt2, tiny_llama, word_tokenizer
 
 from specdecode import SamplingConfig, generate, generate_plain
 from specdecode.cli import main
+from specdecode.cpu import capability
 from specdecode.load import load_draft, load_target
 from specdecode.models.hf import HFCausalLM, load_hf_model
+from specdecode.models.linear import BATCH_INVARIANT_ROWS, FORMATS, UnavailableFormat
 from specdecode.models.native import UnsupportedModel, load_native
 from specdecode.prompts import load_prompts
 
-# fp32 must agree to 1e-4; bf16 to 0.05 in logit units (one bf16 rounding step at |logit| ~ 8). In practice both
-# agree bitwise, because the native path computes in transformers' order.
-TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 5e-2}
+# Each format against transformers in the dtype it computes in: fp32 to 1e-4; bf16 to 0.05 in logit units (one bf16
+# rounding step at |logit| ~ 8; in practice bitwise, since the native path computes in transformers' order); int8
+# (weights rounded to 255 levels per row, a slightly different model) to 0.1 against fp32 on these tiny models.
+TOLERANCE = {"fp32": 1e-4, "bf16": 5e-2, "bf16-onednn": 5e-2, "int8": 1e-1}
+REFERENCE_DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "bf16-onednn": torch.bfloat16, "int8": torch.float32}
+RUNNABLE = [f for f in FORMATS if f != "bf16-onednn" or capability().bf16_matmul]
+INVARIANT = [f for f in RUNNABLE if f in BATCH_INVARIANT_ROWS]
 
 
 def tiny_qwen2(vocab_size=48, seed=0):
@@ -40,31 +47,31 @@ def tiny_llama3_rope(vocab_size=48, seed=0):
     return LlamaForCausalLM(config).eval()
 
 
-def _pair(model, directory, dtype):
+def _pair(model, directory, fmt):
     save_model(model, word_tokenizer(["x"]), directory)
-    return load_native(directory, dtype), HFCausalLM(load_hf_model(directory, dtype)[0])
+    return load_native(directory, fmt), HFCausalLM(load_hf_model(directory, REFERENCE_DTYPE[fmt])[0])
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("fmt", RUNNABLE)
 @pytest.mark.parametrize("make", [tiny_llama, tiny_qwen2, tiny_llama3_rope], ids=["llama", "qwen2", "llama3-rope"])
-def test_logits_equal_transformers_after_prefill_and_rollbacks(make, dtype, tmp_path):
-    native, reference = _pair(make(vocab_size=48), tmp_path, dtype)
+def test_logits_equal_transformers_after_prefill_and_rollbacks(make, fmt, tmp_path):
+    native, reference = _pair(make(vocab_size=48), tmp_path, fmt)
     rng = random.Random(0)
     tokens = [rng.randrange(48) for _ in range(12)]
     for model in (native, reference):
         model.rollback(0)
     torch.testing.assert_close(native.extend(torch.tensor(tokens)), reference.extend(torch.tensor(tokens)),
-                               atol=TOLERANCE[dtype], rtol=0)
+                               atol=TOLERANCE[fmt], rtol=0)
     for _ in range(25):
         new = torch.tensor([rng.randrange(48) for _ in range(rng.randint(1, 7))])
-        torch.testing.assert_close(native.extend(new), reference.extend(new), atol=TOLERANCE[dtype], rtol=0)
+        torch.testing.assert_close(native.extend(new), reference.extend(new), atol=TOLERANCE[fmt], rtol=0)
         keep = native.length - rng.randint(0, len(new))
         native.rollback(keep)
         reference.rollback(keep)
 
 
 def test_the_default_model_agrees_with_transformers(smollm2_fp32):
-    native = load_native(smollm2_fp32.source, torch.float32)
+    native = load_native(smollm2_fp32.source, "fp32")
     reference = smollm2_fp32.model if isinstance(smollm2_fp32.model, HFCausalLM) else \
         HFCausalLM(smollm2_fp32.transformers_model())
     ids = torch.tensor(smollm2_fp32.tokenizer.encode("Name three rivers in Europe."))
@@ -76,12 +83,13 @@ def test_the_default_model_agrees_with_transformers(smollm2_fp32):
     torch.testing.assert_close(native.extend(more), reference.extend(more), atol=1e-4, rtol=0)
 
 
-def test_bf16_passes_are_batch_invariant(smollm2):
+@pytest.mark.parametrize("fmt", INVARIANT)
+def test_passes_are_batch_invariant_where_claimed(fmt, smollm2_native):
     """Each position's logits are bitwise the same whether it is computed alone or inside a k-token pass."""
-    model = smollm2.model
-    ids = smollm2.tokenizer.encode("Write a Python function that reverses a string.")
+    model = smollm2_native.model if smollm2_native.model.format == fmt else load_native(smollm2_native.source, fmt)
+    ids = smollm2_native.tokenizer.encode("Write a Python function that reverses a string.")
     extra = [100, 2000, 31, 7, 999, 12, 13, 14]
-    for k in (2, 5, 8):
+    for k in (2, 3, 5, 8):
         model.rollback(0)
         model.extend(torch.tensor(ids), keep=1)
         together = model.extend(torch.tensor(extra[:k]))
@@ -90,9 +98,9 @@ def test_bf16_passes_are_batch_invariant(smollm2):
         assert torch.equal(together, alone), k
 
 
-def test_batch_invariance_holds_across_a_key_block_boundary(smollm2):
+def test_batch_invariance_holds_across_a_key_block_boundary(smollm2_native):
     """A pass whose keys span two attention blocks (positions 505..512) still matches token-by-token passes."""
-    model = smollm2.model
+    model = smollm2_native.model
     prefix = torch.arange(1000, 1505)
     extra = torch.tensor([5, 6, 7, 8, 9, 10, 11, 12])
     model.rollback(0)
@@ -102,10 +110,11 @@ def test_batch_invariance_holds_across_a_key_block_boundary(smollm2):
     assert torch.equal(together, torch.cat([model.extend(extra[i:i + 1]) for i in range(8)]))
 
 
-def test_bf16_greedy_speculative_output_is_bitwise_plain(smollm2):
-    """On the native path the batch invariance makes greedy identity hold in bf16 too, on 20 held-out prompts."""
-    target, tok = smollm2.model, smollm2.tokenizer
-    draft = load_draft("prompt-lookup", smollm2)
+def test_greedy_speculative_output_is_bitwise_plain(smollm2_native):
+    """On the native path the batch invariance makes greedy identity hold in the format this CPU runs (bf16 or
+    int8), on 20 held-out prompts."""
+    target, tok = smollm2_native.model, smollm2_native.tokenizer
+    draft = load_draft("prompt-lookup", smollm2_native)
     for prompt in load_prompts("test")[::3] + load_prompts("test")[1::3][:10]:
         ids = tok.encode(prompt.prompt)
         plain = generate_plain(target, ids, 24, sampling=SamplingConfig(0), stop_token_ids=tok.stop_token_ids)
@@ -116,6 +125,7 @@ def test_bf16_greedy_speculative_output_is_bitwise_plain(smollm2):
 def test_native_speculative_greedy_equals_transformers_plain_greedy(smollm2_fp32):
     """fp32: the native path with a draft produces exactly the tokens of plain decoding on the transformers path."""
     native = load_target(dtype="float32", engine="native")
+    assert native.model.format == "fp32"
     reference = HFCausalLM(smollm2_fp32.transformers_model())
     draft = load_draft("prompt-lookup", native)
     tok = native.tokenizer
@@ -138,11 +148,21 @@ def test_unsupported_architectures_fall_back_or_fail_clearly(tmp_path, capsys):
     assert "on transformers" in capsys.readouterr().out  # the stats line says which engine ran
     assert main(["generate", "--target", str(directory), "--engine", "native", "--raw", "a b"]) == 2
     err = capsys.readouterr().err
-    assert "--engine native cannot run" in err and len(err.strip().splitlines()) == 1
+    assert "the native engine cannot run" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_format_the_cpu_lacks_is_refused_clearly_and_auto_never_picks_it(tmp_path):
+    save_model(tiny_llama(vocab_size=48), word_tokenizer(["x"]), tmp_path)
+    auto = load_native(tmp_path)
+    assert auto.format == ("bf16-onednn" if capability().bf16_matmul else "int8")
+    if not capability().bf16_matmul:
+        with pytest.raises(UnavailableFormat, match="native bf16"):
+            load_native(tmp_path, "bf16-onednn")
+    assert load_target(str(tmp_path), dtype="bfloat16").model.format in ("bf16", "bf16-onednn")
 
 
 def test_the_context_window_is_enforced(tmp_path):
-    native, _ = _pair(tiny_llama(vocab_size=48, max_positions=16), tmp_path, torch.float32)
+    native, _ = _pair(tiny_llama(vocab_size=48, max_positions=16), tmp_path, "fp32")
     native.extend(torch.arange(10))
     with pytest.raises(ValueError, match="context window"):
         native.extend(torch.arange(10))

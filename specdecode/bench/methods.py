@@ -2,6 +2,8 @@
 
     ours         plain decoding or speculative decoding through specdecode's engine
     transformers model.generate(): plain, assisted generation (assistant_model=) or prompt lookup
+    llama.cpp    llama-cpp-python's own generation loop (`Llama.generate`): plain, or its prompt-lookup speculation
+                 (draft_model=LlamaPromptLookupDecoding)
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from ..adaptive import AdaptiveGamma
 from ..drafts.base import Draft
 from ..engine import Generation, GenerationStats
 from ..models.base import CausalLM
+from ..models.llama_cpp import binding
 from ..sampling import SamplingConfig
 
 
@@ -40,7 +43,7 @@ def ours(name: str, target: CausalLM, draft: Draft | None, gamma: int | str, sto
          engine: str) -> Method:
     """gamma "auto": one `AdaptiveGamma` for all of this method's runs, so it keeps what it learned (as transformers'
     heuristic schedule keeps its number of assistant tokens across calls)."""
-    schedule = AdaptiveGamma() if gamma == "auto" else gamma
+    schedule = AdaptiveGamma.for_target(target) if gamma == "auto" else gamma
 
     def run(prompt_ids, sampling, max_new_tokens, seed):
         generation = Generation(target, draft, prompt_ids, max_new_tokens, schedule if draft else 5, sampling, seed,
@@ -71,3 +74,33 @@ def transformers_generate(name: str, model, stops: list[int], **assist) -> Metho
     draft = "prompt-lookup" if "prompt_lookup_num_tokens" in assist else ("model" if assist else "none")
     gamma = assist.get("prompt_lookup_num_tokens") or ("heuristic" if "assistant_model" in assist else None)
     return Method(name, "transformers", run, draft, gamma, "transformers")
+
+
+def llama_cpp_generate(name: str, gguf: str, stops: list[int], threads: int, lookup_tokens: int = 0) -> Method:
+    """llama.cpp as its Python users call it: a `Llama` of the GGUF file and its `generate` loop, greedy as
+    temperature 0, sampling with its other samplers switched off (top-k 0, top-p 1 unless asked, min-p 0, no
+    repetition penalty) so that it draws from the same adjusted distribution as ours. lookup_tokens > 0 adds its
+    prompt-lookup speculation with that many drafted tokens."""
+    llama_cpp = binding()
+    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+    draft = LlamaPromptLookupDecoding(num_pred_tokens=lookup_tokens) if lookup_tokens else None
+    llm = llama_cpp.Llama(gguf, n_ctx=4096, n_threads=threads, n_threads_batch=threads, draft_model=draft,
+                          verbose=False)
+
+    def run(prompt_ids, sampling, max_new_tokens, seed):
+        kwargs = {"temp": 0.0} if sampling.greedy else {
+            "temp": sampling.temperature, "top_k": sampling.top_k or 0,
+            "top_p": sampling.top_p if sampling.top_p is not None else 1.0}
+        llm.set_seed(seed)
+        tokens = []
+        start = time.perf_counter()
+        for token in llm.generate(prompt_ids, min_p=0.0, repeat_penalty=1.0, **({"top_k": 0, "top_p": 1.0}
+                                                                                  | kwargs)):
+            tokens.append(int(token))
+            if token in stops or len(tokens) >= max_new_tokens:
+                break
+        return Outcome(tokens, time.perf_counter() - start)
+
+    return Method(name, "llama.cpp", run, "prompt-lookup" if lookup_tokens else "none", lookup_tokens or None,
+                  "llama.cpp")

@@ -4,11 +4,12 @@ A method is named by a spec string:
     plain            ours, plain decoding on the target's engine        plain-hf   ours, on the transformers engine
     hf               transformers model.generate()                      hf-lookup:N  its prompt lookup (N tokens)
     hf-assisted:D    its assisted generation with draft checkpoint D    spec:D:G   ours with draft D, gamma G or auto
+    llama.cpp        llama.cpp's own loop on the GGUF file              llama.cpp-lookup:N  its prompt lookup (N)
+Ours may name its engine: plain@native, spec:D:G@llama.cpp (default: the engine `auto` picks for the target).
 """
 
 from __future__ import annotations
 
-import platform
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -16,12 +17,13 @@ from pathlib import Path
 
 import torch
 
-from ..load import Target, load_draft, load_target, resolve_checkpoint
+from ..cpu import capability
+from ..load import Target, load_draft, load_target, resolve_checkpoint, target_engine
 from ..models.hf import HFCausalLM, load_hf_model, parse_dtype
 from ..prompts import KINDS, Prompt, load_prompts
 from ..sampling import SamplingConfig
 from .costs import pass_times, read_bandwidth, weight_bytes
-from .methods import Method, ours, transformers_generate
+from .methods import Method, llama_cpp_generate, ours, transformers_generate
 from .report import draft_label
 from .runner import run_alternating, summarize
 
@@ -35,24 +37,28 @@ class Plan:
     prompts_per_kind: int = 2
     split: str = "test"
     max_new_tokens: int = 64
-    dtype: str = "bfloat16"
+    dtype: str = "auto"
     cost_ks: tuple[int, ...] = (1, 2, 4, 8, 16)
     name: str = "default"
     texts: list[str] | None = None  # prompts to use instead of the project's set (the toy knows eight words)
+    default_draft: str | None = None  # the draft `specdecode generate` uses by default, as named in the specs
 
 
 def default_plan(target: str, draft: str, ngram: str | None) -> Plan:
-    """The committed report's run: about 15 minutes on this 2-core CPU."""
-    fixed = [f"spec:{draft}:{g}" for g in (1, 2, 3, 4, 6, 8)]
-    tables = [f"spec:bigram:{ngram}:2", f"spec:bigram:{ngram}:auto", f"spec:unigram:{ngram}:1"] if ngram else []
+    """The committed report's run: about 15 minutes on this 2-core CPU. Ours runs on the engine `auto` picks
+    (llama.cpp where it is built) and on the native engine; llama.cpp's and transformers' own loops beside them."""
+    engine = target_engine(target)
+    native = "@native" if engine != "native" else ""
+    tables = [f"spec:bigram:{ngram}:auto"] if ngram else []
     return Plan(
         target=target,
-        greedy=["plain", "plain-hf", "hf", f"hf-assisted:{draft}", "hf-lookup:10", *fixed, f"spec:{draft}:auto",
-                "spec:prompt-lookup:auto", "spec:prompt-lookup:4", f"spec:lookup+{draft}:auto",
-                f"spec:lookup+{draft}:2", *tables],
-        sampled=["plain", "hf", f"hf-assisted:{draft}", f"spec:{draft}:auto", f"spec:{draft}:3",
-                 f"spec:lookup+{draft}:auto"],
-        samplings=[SamplingConfig(1.0), SamplingConfig(1.0, top_p=0.9)],
+        greedy=["plain", "llama.cpp", "llama.cpp-lookup:10", "hf", f"hf-assisted:{draft}", "spec:prompt-lookup:auto",
+                *[f"spec:prompt-lookup:{g}" for g in (1, 2, 4)], f"spec:lookup+{draft}:auto",
+                f"spec:lookup+{draft}:1", f"spec:{draft}:auto", *tables, f"plain{native}",
+                f"spec:lookup+{draft}:auto{native}", f"spec:{draft}:2{native}"],
+        sampled=["plain", "llama.cpp", "hf", f"spec:lookup+{draft}:auto", f"spec:lookup+{draft}:auto{native}"],
+        samplings=[SamplingConfig(1.0)],
+        default_draft=f"lookup+{draft}",
     )
 
 
@@ -71,10 +77,13 @@ def quick_plans(directory: Path) -> list[Plan]:
     return [toy, tiny]
 
 
-def build_methods(specs: list[str], target: Target) -> list[Method]:
-    stops = target.tokenizer.stop_token_ids
+def build_methods(specs: list[str], target_for) -> list[Method]:
+    """target_for(engine or None) -> the plan's target on that engine (None: the engine `auto` picks)."""
     methods = []
     for spec in specs:
+        spec, _, engine = spec.partition("@")
+        target = target_for(engine or None)
+        stops = target.tokenizer.stop_token_ids
         kind, _, rest = spec.partition(":")
         if kind == "plain":
             methods.append(ours(f"ours plain ({target.engine})", target.model, None, 0, stops, target.engine))
@@ -91,11 +100,16 @@ def build_methods(specs: list[str], target: Target) -> list[Method]:
             assistant = load_hf_model(resolve_checkpoint(rest), parse_dtype(target.dtype))[0]
             methods.append(transformers_generate("transformers assisted", target.transformers_model(), stops,
                                                  assistant_model=assistant))
+        elif kind in ("llama.cpp", "llama.cpp-lookup"):
+            gguf = str(target_for("llama.cpp").model.path)
+            n = int(rest or 10) if kind == "llama.cpp-lookup" else 0
+            methods.append(llama_cpp_generate(f"llama.cpp prompt lookup {n}" if n else "llama.cpp plain", gguf,
+                                              stops, torch.get_num_threads(), n))
         elif kind == "spec":
             draft_spec, _, gamma = rest.rpartition(":")
             draft = load_draft(draft_spec, target, target.dtype)
-            methods.append(ours(f"ours {draft_label(draft.name)} gamma {gamma}", target.model, draft,
-                                gamma if gamma == "auto" else int(gamma), stops, target.engine))
+            methods.append(ours(f"ours {draft_label(draft.name)} gamma {gamma} ({target.engine})", target.model,
+                                draft, gamma if gamma == "auto" else int(gamma), stops, target.engine))
         else:
             raise ValueError(f"unknown bench method {spec!r}")
     return methods
@@ -111,20 +125,14 @@ def _prompts(plan: Plan) -> list[Prompt]:
 
 
 def _machine(dtype: str) -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = capability()
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                 cwd=Path(__file__).parent, timeout=10).stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         commit = "unknown"
-    return {"cpu": cpu, "threads": torch.get_num_threads(), "torch": torch.__version__, "dtype": dtype,
+    return {"cpu": cpu.cpu, "capability": cpu.summary, "flags": list(cpu.flags), "threads": torch.get_num_threads(),
+            "torch": torch.__version__, "dtype": dtype,
             "commit": commit, "read_bandwidth_gb_s": read_bandwidth() / 1e9,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
@@ -134,13 +142,24 @@ def run_plan(plan: Plan, progress: bool = True) -> dict:
     started = time.perf_counter()
     target = load_target(plan.target, plan.dtype)
     machine = _machine(plan.dtype)
-    engines = {target.engine: target.model}
-    if target.engine == "native":
+    loaded = {target.engine: target}
+
+    def target_for(engine: str | None) -> Target:
+        engine = engine or target.engine
+        if engine not in loaded:
+            loaded[engine] = load_target(plan.target, plan.dtype, engine)
+        return loaded[engine]
+
+    samplings = [(SamplingConfig(0), plan.greedy)] + [(s, plan.sampled) for s in plan.samplings]
+    built = [(sampling, build_methods(specs, target_for)) for sampling, specs in samplings if specs]
+    engines = {name: t.model for name, t in loaded.items()}
+    if "native" in engines and target.source is not None:
         engines["transformers"] = HFCausalLM(target.transformers_model())
     times = pass_times(engines, plan.cost_ks)
     costs = {name: {"ms": {k: t * 1e3 for k, t in per_k.items()},
                     "ratio": {k: t / per_k[1] for k, t in per_k.items()},
                     "weight_bytes": weight_bytes(engines[name]),
+                    "precision": loaded[name].precision if name in loaded else "bfloat16",
                     "plain_tokens_per_second": 1 / per_k[1]} for name, per_k in times.items()}
     for c in costs.values():
         c["bandwidth_achieved_gb_s"] = c["weight_bytes"] * c["plain_tokens_per_second"] / 1e9
@@ -149,16 +168,15 @@ def run_plan(plan: Plan, progress: bool = True) -> dict:
     prompts = _prompts(plan)
     encoded = [(p.id, target.tokenizer.encode(p.prompt)) for p in prompts]
     runs, summaries = [], []
-    for sampling, specs in [(SamplingConfig(0), plan.greedy)] + [(s, plan.sampled) for s in plan.samplings]:
-        if not specs:
-            continue
-        methods = build_methods(specs, target)
+    for sampling, methods in built:
         records = run_alternating(methods, encoded, sampling, plan.max_new_tokens, reference=methods[0].name,
                                   progress=progress)
         runs += [r.__dict__ for r in records]
         for m in methods:
             summaries.append(summarize(records, m.name) | {"sampling": sampling.describe(), "family": m.family,
                                                              "draft": m.draft, "gamma": m.gamma, "engine": m.engine})
-    return {"plan": plan.name, "target": target.name, "engine": target.engine, "machine": machine, "costs": costs,
-            "prompts": [p.id for p in prompts], "max_new_tokens": plan.max_new_tokens, "methods": summaries,
-            "runs": runs, "seconds": time.perf_counter() - started}
+    return {"plan": plan.name, "target": target.name, "engine": target.engine, "default_draft": plan.default_draft,
+            "machine": machine, "costs": costs,
+            "prompts": [p.id for p in prompts], "kinds": {p.id: p.kind for p in prompts},
+            "max_new_tokens": plan.max_new_tokens, "methods": summaries, "runs": runs,
+            "seconds": time.perf_counter() - started}

@@ -6,9 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import analyze, bench, generate, ngram, serve, train_draft
+from ..cpu import capability
+from . import analyze, bench, generate, info, ngram, serve, train_draft
 
-COMMANDS = (generate, analyze, bench, ngram, train_draft, serve)
+COMMANDS = (generate, analyze, bench, info, ngram, train_draft, serve)
 
 
 class UserError(Exception):
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(_join_two_word_drafts(sys.argv[1:] if argv is None else list(argv)))
     try:
+        capability()  # a SPECDECODE_CPU that names no path is bad input like any other
         return args.run(args) or 0
     except (UserError, ValueError) as error:
         print(f"specdecode {args.command}: error: {error}", file=sys.stderr)

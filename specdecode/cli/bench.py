@@ -14,6 +14,7 @@ from rich.table import Table
 from ..bench import native_steps
 from ..bench import report as reports
 from ..bench.suite import Plan, default_plan, quick_plans, run_plan
+from ..cpu import capability
 from ..load import SHIPPED_DRAFT, SHIPPED_NGRAM, resolve_checkpoint
 from ..models.default import DEFAULT_TARGET
 from .console import make_console
@@ -79,11 +80,12 @@ def _print(report: dict) -> None:
         console.print(f"{name}: {cells}; plain {c['plain_tokens_per_second']:.1f} tok/s, bandwidth "
                       f"{c['bandwidth_achieved_gb_s']:.1f} GB/s ({c['bandwidth_fraction']:.0%} of "
                       f"{report['machine']['read_bandwidth_gb_s']:.1f})", markup=False)
-    table = Table("sampling", "method", "tokens/s", "vs generate", "tokens/call", "alpha", "measured", "predicted",
-                  "identical", title=f"{report['target']}, {report['machine']['dtype']}, "
+    table = Table("sampling", "method", "tokens/s", "vs llama.cpp", "vs generate", "tokens/call", "alpha", "measured",
+                  "predicted", "identical", title=f"{report['target']}, {report['machine']['dtype']}, "
                   f"{report['machine']['threads']} threads")
     for m in report["methods"]:
         table.add_row(m["sampling"], m["method"], f"{m['tokens_per_second']:.1f}",
+                      reports.fmt(m.get("speedup_vs_llama_cpp"), ".2f", "x"),
                       reports.fmt(m.get("speedup_vs_generate"), ".2f", "x"), reports.fmt(m["tokens_per_target_call"]),
                       reports.fmt(m["alpha"]), reports.fmt(m.get("measured_speedup"), ".2f", "x"),
                       reports.fmt(m.get("predicted_speedup"), ".2f", "x"), m["identical"] or "")
@@ -93,7 +95,7 @@ def _print(report: dict) -> None:
 def _engine_steps(args: argparse.Namespace, command: str) -> int:
     times = native_steps.measure(resolve_checkpoint(args.target))
     ks = list(next(iter(times.values())))
-    lines = [f"# Native engine, step by step: {args.target}", "", f"Command: `{command}`; bf16, "
+    lines = [f"# Native engine, step by step: {args.target}", "", f"Command: `{command}`; {capability().summary}; "
              f"{torch.get_num_threads()} threads; median of 9 passes after 64 cached tokens, configurations "
              "alternating. T(k) = one pass of k new tokens.", "",
              "| configuration | " + " | ".join(f"T({k})" for k in ks) + " | T(8)/T(1) | plain tok/s (1/T(1)) |",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..load import DRAFT_KINDS, ENGINES
+from ..load import DRAFT_KINDS, DTYPES, ENGINES
 from ..models.default import DEFAULT_TARGET
 
 
@@ -26,6 +26,9 @@ def add_model_options(p: argparse.ArgumentParser, gamma_help: str) -> None:
                    "prompt lookup when the text repeats, else the shipped trained draft; prompt-lookup for other "
                    "targets; toy for the toy target)")
     p.add_argument("--gamma", type=gamma_arg, default="auto", help=gamma_help)
-    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"], help="weights dtype (bfloat16)")
+    p.add_argument("--dtype", default="auto", choices=DTYPES,
+                   help="weights: auto (default: bf16 where the CPU has native bf16 matmuls, else int8), bfloat16, "
+                   "float32, int8 (see `specdecode info`)")
     p.add_argument("--engine", default="auto", choices=ENGINES,
-                   help="which implementation runs the models: native where the architecture allows (auto)")
+                   help="which implementation runs the target: native where the architecture allows (auto; "
+                   "llama.cpp for a .gguf target), transformers, or llama.cpp (the GGUF file as shipped)")

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
-from ..models.native import NativeLlama, _rotate
+from ..models.llama import rmsnorm
+from ..models.native import NativeLlama
 from ..sampling import sample
 
 
@@ -31,36 +31,22 @@ class BatchedTeacher:
         self.m = model
         self.s = model.shape
 
-    def _linear(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
-        return self.m._linear(x.reshape(-1, x.shape[-1]), w, b).view(*x.shape[:-1], -1)
-
     @torch.inference_mode()
     def _forward(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, start: int,
                  k_cache: torch.Tensor, v_cache: torch.Tensor) -> torch.Tensor:
-        """ids, positions [B, T]; mask [B, 1, T, S] additive; writes cache slots start..start+T -> final hidden
-        states [B, T, D] (normalised, ready for the output head)."""
-        s, m = self.s, self.m
-        B, T = ids.shape
-        H, KV, hd = s.heads, s.kv_heads, s.head_dim
-        end = start + T
+        """ids, positions [B, T]; mask [B, 1, T, S] additive; writes cache slots start..start+T of k_cache, v_cache
+        [layers, B, KV, S, hd] -> final hidden states [B, T, D] (normalised, ready for the output head). The same
+        layers as the engine's pass (models/llama.py), over a batch."""
+        m, T = self.m, ids.shape[1]
         x = m.embed[ids]  # [B, T, D]
-        cos, sin = m.cos[positions].view(B * T, hd), m.sin[positions].view(B * T, hd)
-        for i, b in enumerate(m.blocks):
-            qkv = self._linear(m._rmsnorm(x, b["attn_norm"]), b["wqkv"], b["bqkv"])  # [B, T, (H + 2KV) hd]
-            qk = _rotate(qkv[..., : (H + KV) * hd].reshape(B * T, H + KV, hd), cos, sin).view(B, T, H + KV, hd)
-            q, kk = qk.transpose(1, 2).split([H, KV], dim=1)  # [B, H, T, hd], [B, KV, T, hd]
-            k_cache[i, :, :, start:end] = kk
-            v_cache[i, :, :, start:end] = qkv[..., (H + KV) * hd:].view(B, T, KV, hd).transpose(1, 2)
-            attn = F.scaled_dot_product_attention(q, k_cache[i, :, :, :end], v_cache[i, :, :, :end],
-                                                  attn_mask=mask, enable_gqa=True)  # [B, H, T, hd]
-            x = x + self._linear(attn.transpose(1, 2).reshape(B, T, H * hd), b["wo"])
-            gate, up = self._linear(m._rmsnorm(x, b["mlp_norm"]), b["wgu"]).chunk(2, dim=-1)
-            x = x + self._linear(F.silu(gate) * up, b["wdown"])
-        return m._rmsnorm(x, m.norm)
+        cos, sin = m.cos[positions], m.sin[positions]  # [B, T, hd]
+        for i, layer in enumerate(m.layers):
+            x = layer(x, self.s, cos, sin, k_cache[i], v_cache[i], start, T, start + T, mask)
+        return rmsnorm(x, m.norm, self.s.rms_eps)
 
     def _top(self, hidden: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """hidden [N, D] -> (logits [N, V] float32, top ids [N, k] int32, top log-probs [N, k] float16)."""
-        logits = self._linear(hidden, self.m.head).float()
+        logits = self.m.head(hidden).float()
         top = torch.log_softmax(logits, dim=-1).topk(k, dim=-1)
         return logits, top.indices.to(torch.int32), top.values.to(torch.float16)
 

@@ -10,14 +10,19 @@ import os
 
 import torch
 
+from ..cpu import capability
+
 DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32, "fp32": torch.float32}
 
 
 def parse_dtype(name: str) -> torch.dtype:
+    """A transformers model's dtype; auto = bfloat16 where the CPU has native bf16 matmuls, else float32."""
+    if name == "auto":
+        return torch.bfloat16 if capability().bf16_matmul else torch.float32
     try:
         return DTYPES[name]
     except KeyError:
-        raise ValueError(f"unknown dtype {name!r}: choose bfloat16 or float32") from None
+        raise ValueError(f"the transformers engine runs bfloat16 or float32 weights, not {name!r}") from None
 
 
 class HFCausalLM:

@@ -47,7 +47,7 @@ class ClosingStreamingResponse(StreamingResponse):
                 await self.body_iterator.aclose()
 
 
-def create_app(target: str = DEFAULT_TARGET, draft: str | None = None, dtype: str = "bfloat16",
+def create_app(target: str = DEFAULT_TARGET, draft: str | None = None, dtype: str = "auto",
                engine: str = "auto", max_prompt_tokens: int = 4096, max_tokens: int = 2048,
                gamma: int | str = "auto") -> FastAPI:
     """The app serving `target` with `draft` (None: the target's default draft), loaded on first use.

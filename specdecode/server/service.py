@@ -58,8 +58,9 @@ class Service:
             raise ValueError("max_prompt_tokens and max_tokens must be >= 1")
         self.target_spec, self.draft_spec, self.dtype, self.engine = target, draft, dtype, engine
         self.gamma, self.max_prompt_tokens, self.max_tokens = gamma, max_prompt_tokens, max_tokens
-        # With gamma "auto", one controller serves every request, so it keeps what it has measured of the models.
-        self.controller = AdaptiveGamma() if gamma == "auto" else None
+        # With gamma "auto", one controller serves every request, so it keeps what it has measured of the models
+        # (made when the target is loaded: its prior verify cost is the engine's).
+        self.controller: AdaptiveGamma | None = None
         self._loaded: Loaded | None = None
         self._load_lock = threading.Lock()
         self._generation_lock = threading.Lock()
@@ -87,6 +88,8 @@ class Service:
                                            engine=self.engine)
                     except ValueError as error:
                         raise APIError(f"the server cannot load its models: {error}", 503) from None
+                    if self.gamma == "auto":
+                        self.controller = AdaptiveGamma.for_target(target.model)
                     self._loaded = Loaded(target, draft, draft.name if draft is not None else "none")
                     log.info("loaded target %s (%s), draft %s", target.name, target.engine, self._loaded.draft_name)
         return self._loaded

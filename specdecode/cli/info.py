@@ -1,0 +1,76 @@
+"""`specdecode info`: what this CPU offers, which engine and weight format run the target and why, and what a pass of
+k tokens costs on each engine here (the T(k) that adaptive gamma and the bench work from)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+from rich.table import Table
+
+from ..bench.costs import pass_times
+from ..cpu import VARIABLE, capability
+from ..load import load_target, target_engine
+from ..models import llama_cpp
+from ..models.default import DEFAULT_TARGET
+from ..models.linear import best_format
+from .console import make_console
+
+KS = (1, 2, 4, 8, 16)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "info", help="this CPU's capability, the engine and weight format chosen and why, and measured T(k)",
+        description="Prints the CPU's capability as torch and oneDNN see it, the engine and weight format that run "
+        "the target here and why, whether llama.cpp is available, and the measured time of a target pass of k = "
+        f"{', '.join(map(str, KS))} tokens on each engine. {VARIABLE}=avx2 forces the AVX2 path on any x86 CPU.")
+    p.add_argument("--target", default=DEFAULT_TARGET, help="the target to measure (default: the embedded SmolLM2)")
+    p.add_argument("--no-measure", action="store_true", help="skip the T(k) measurement")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    cpu = capability()
+    fmt = best_format(cpu)
+    why = ("the CPU has native bf16 matmuls: prepacked bf16 through oneDNN, batch invariant" if fmt == "bf16-onednn"
+           else "no native bf16 matmuls: int8 weights with bf16 activations (fastest measured on AVX2), batch "
+           "invariant")
+    report = {"cpu": cpu.cpu, "flags": list(cpu.flags), "torch_kernels": cpu.isa, "native_bf16": cpu.bf16_matmul,
+              "forced": cpu.forced, "threads": torch.get_num_threads(), "torch": torch.__version__,
+              "engine": target_engine(args.target), "native_format": fmt, "native_format_why": why,
+              "llama_cpp": _llama_cpp_version(), "pass_ms": {}}
+    if not args.no_measure:
+        models = {"native": load_target(args.target, engine="native").model,
+                  "transformers": load_target(args.target, engine="transformers").model}
+        if report["llama_cpp"] and args.target == DEFAULT_TARGET:
+            models["llama.cpp"] = load_target(args.target, engine="llama.cpp").model
+        times = pass_times(models, KS, repeats=5)
+        report["pass_ms"] = {name: {k: t * 1e3 for k, t in per_k.items()} for name, per_k in times.items()}
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    console = make_console()
+    console.print(f"CPU: {cpu.summary}")
+    console.print(f"flags: {' '.join(cpu.flags) or 'none of interest'}; {report['threads']} threads; torch "
+                  f"{torch.__version__}")
+    console.print(f"engine for {args.target}: {report['engine']}; native weight format: {fmt} ({why})")
+    console.print(f"llama.cpp: {report['llama_cpp'] or 'not available'}")
+    if report["pass_ms"]:
+        table = Table(title="T(k): one target pass of k new tokens (median ms, after a 64-token context)")
+        table.add_column("engine")
+        for k in KS:
+            table.add_column(f"k={k}", justify="right")
+        for name, per_k in report["pass_ms"].items():
+            table.add_row(name, *(f"{per_k[k]:.1f} ({per_k[k] / per_k[1]:.2f}x)" for k in KS))
+        console.print(table)
+    return 0
+
+
+def _llama_cpp_version() -> str | None:
+    try:
+        return f"llama-cpp-python {llama_cpp.binding().__version__}"
+    except llama_cpp.MissingBinding:
+        return None

@@ -1,0 +1,93 @@
+"""y = x W^T (+ b) in each weight format the native engine offers, and the rule that picks one for this CPU.
+
+    format        weights                     activations   kernel                                  needs
+    bf16-onednn   bf16, prepacked once        bf16          oneDNN (`mkldnn._linear_pointwise`)     native bf16
+    bf16          bf16                        bf16          F.linear (emulated without native bf16) -
+    fp32          fp32                        fp32          F.linear (MKL / oneDNN sgemm)           -
+    int8          int8 per output row + scale bf16          `aten._weight_int8pack_mm`              -
+
+Numerics: bf16 and fp32 hold the checkpoint's weights rounded to that dtype; int8 rounds each weight row to 255
+levels of its largest magnitude (a slightly different model: its logits differ from the fp32 ones by about 1e-1,
+so its greedy text may differ from the other formats'; it is exact with respect to itself like any target).
+Batch invariance (row i of a k-row pass bitwise equal to the same row computed alone): the linears of bf16-onednn
+and int8 are invariant at any row count on the CPUs measured, but torch's CPU flash attention switches kernels at 4
+query rows on an AVX-512 BF16 EPYC (a 2-row pass sufficed on a Xeon), so the engine runs every pass of these
+formats as at least 4 rows; 4-row passes cost no more than 1-row passes there (23 vs 26 ms). fp32 and plain bf16
+are not invariant. `tests/test_native.py` checks each claim on the running CPU.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..cpu import Capability
+
+FORMATS = ("bf16-onednn", "bf16", "fp32", "int8")
+BATCH_INVARIANT_ROWS = {"bf16-onednn": 4, "int8": 4}  # fewest rows from which a format's rows are bitwise stable
+
+
+class UnavailableFormat(ValueError):
+    """The weight format needs a CPU feature this machine lacks."""
+
+
+def activation_dtype(fmt: str) -> torch.dtype:
+    return torch.float32 if fmt == "fp32" else torch.bfloat16  # int8's kernel is vectorised for bf16 inputs only
+
+
+def check_format(fmt: str, cpu: Capability) -> None:
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown weight format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    if fmt == "bf16-onednn" and not cpu.bf16_matmul:
+        raise UnavailableFormat(f"the bf16-onednn weight format needs native bf16 matmuls, which this CPU lacks "
+                                f"({cpu.isa} kernels)")
+
+
+def best_format(cpu: Capability) -> str:
+    """bf16-onednn where the CPU has native bf16 matmuls (AVX-512 BF16, AMX, AVX-NE-CONVERT): measured fastest and
+    batch invariant there. Elsewhere int8: the fastest measured on AVX2 (bf16 is emulated, fp32 reads 4x the bytes)
+    and batch invariant, so greedy speculation still equals plain decoding."""
+    return "bf16-onednn" if cpu.bf16_matmul else "int8"
+
+
+def format_for(dtype: str, cpu: Capability) -> str:
+    """The weight format a user's dtype asks for: auto -> `best_format`; bfloat16 -> bf16-onednn where the CPU has
+    native bf16 matmuls, else bf16; float32 -> fp32; int8 -> int8."""
+    formats = {"auto": best_format(cpu), "bfloat16": "bf16-onednn" if cpu.bf16_matmul else "bf16",
+               "float32": "fp32", "int8": "int8"}
+    if dtype not in formats:
+        raise ValueError(f"unknown dtype {dtype!r}: choose one of {', '.join(formats)}")
+    return formats[dtype]
+
+
+class Linear:
+    """One weight matrix [N, K] (and bias [N]) held in a format; call it on x [rows, K] -> [rows, N]."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, fmt: str):
+        self.format, self.out_features = fmt, weight.shape[0]
+        dtype = activation_dtype(fmt)
+        self.bias = bias.to(dtype).contiguous() if bias is not None else None
+        if fmt == "int8":
+            w = weight.float()
+            scale = (w.abs().amax(dim=1) / 127).clamp(min=1e-12).to(dtype)  # [N]
+            self.weight = torch.round(w / scale.float()[:, None]).clamp(-127, 127).to(torch.int8).contiguous()
+            self.scale = scale
+        elif fmt == "bf16-onednn":
+            self.weight = torch.ops.mkldnn._reorder_linear_weight(weight.to(dtype).contiguous())
+        else:
+            self.weight = weight.to(dtype).contiguous()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes one product reads."""
+        extra = self.scale.numel() * self.scale.element_size() if self.format == "int8" else 0
+        bias = self.bias.numel() * self.bias.element_size() if self.bias is not None else 0
+        return self.weight.numel() * self.weight.element_size() + extra + bias
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.format == "bf16-onednn":
+            return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
+        if self.format == "int8":
+            y = torch.ops.aten._weight_int8pack_mm(x, self.weight, self.scale)
+            return y + self.bias if self.bias is not None else y
+        return F.linear(x, self.weight, self.bias)

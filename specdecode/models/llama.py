@@ -1,0 +1,164 @@
+"""The Llama-family layer (Llama, SmolLM2, Qwen2, Mistral without sliding window), once, for every caller.
+
+    h   = x + attention(rmsnorm(x))       q, k, v = split(x Wqkv^T); rotate q, k; write k, v into the cache
+    out = h + mlp(rmsnorm(h))             mlp(x) = (silu(x Wgate^T) * x Wup^T) Wdown^T
+
+x is [B, T, D] (B sequences of T new tokens). The native engine runs it with B = 1; the distillation teacher with a
+batch. Weights are `Linear`s in whichever format the engine chose (see linear.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from .linear import Linear
+
+SUPPORTED = ("llama", "qwen2", "mistral")
+
+
+class UnsupportedModel(ValueError):
+    """The checkpoint's architecture is outside what the native engine implements."""
+
+
+@dataclass(frozen=True)
+class LlamaShape:
+    vocab_size: int
+    hidden: int  # D
+    intermediate: int  # I
+    layers: int
+    heads: int  # H
+    kv_heads: int  # KV
+    head_dim: int  # hd
+    rope_theta: float
+    rms_eps: float
+    max_positions: int
+    tied_embeddings: bool
+    qkv_bias: bool
+    rope_scaling: dict | None
+
+    @classmethod
+    def from_config(cls, config: dict) -> LlamaShape:
+        kind = config.get("model_type")
+        if kind not in SUPPORTED:
+            raise UnsupportedModel(f"the native engine runs {', '.join(SUPPORTED)} models, not {kind!r}")
+        if kind == "mistral" and config.get("sliding_window") not in (None, 0) \
+                and config["sliding_window"] < config.get("max_position_embeddings", 0):
+            raise UnsupportedModel("the native engine has no sliding-window attention")
+        if config.get("hidden_act", "silu") != "silu":
+            raise UnsupportedModel(f"the native engine supports SiLU MLPs, not {config['hidden_act']!r}")
+        rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+        rope_type = rope.get("rope_type", rope.get("type", "default"))
+        if rope_type not in ("default", "llama3", "linear"):
+            raise UnsupportedModel(f"the native engine has no {rope_type!r} rotary scaling")
+        heads = config["num_attention_heads"]
+        return cls(
+            vocab_size=config["vocab_size"], hidden=config["hidden_size"], intermediate=config["intermediate_size"],
+            layers=config["num_hidden_layers"], heads=heads, kv_heads=config.get("num_key_value_heads") or heads,
+            head_dim=config.get("head_dim") or config["hidden_size"] // heads,
+            rope_theta=rope.get("rope_theta", config.get("rope_theta", 10000.0)),
+            rms_eps=config.get("rms_norm_eps", 1e-6), max_positions=config.get("max_position_embeddings", 4096),
+            tied_embeddings=config.get("tie_word_embeddings", False), qkv_bias=kind == "qwen2"
+            or config.get("attention_bias", False), rope_scaling=rope if rope_type != "default" else None,
+        )
+
+
+def rotary_tables(shape: LlamaShape, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin [length, hd] (float32) for rotate-half rotary embeddings, with llama3 / linear scaling."""
+    hd = shape.head_dim
+    inv_freq = 1.0 / (shape.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))  # as transformers
+    scaling = shape.rope_scaling or {}
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if kind == "linear":
+        inv_freq = inv_freq / scaling["factor"]
+    elif kind == "llama3":
+        factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+        old = scaling["original_max_position_embeddings"]
+        wavelen = 2 * math.pi / inv_freq
+        smooth = ((old / wavelen) - low) / (high - low)
+        scaled = torch.where(wavelen > old / low, inv_freq / factor, inv_freq)
+        mid = (wavelen <= old / low) & (wavelen >= old / high)
+        inv_freq = torch.where(mid, (1 - smooth) * inv_freq / factor + smooth * inv_freq, scaled)
+    angles = torch.arange(length, dtype=torch.float32)[:, None] * inv_freq.float()[None]  # float32, as transformers
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos(), angles.sin()
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate-half rotary embedding: x [B, T, heads, hd], cos / sin [B, T, hd]."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos[..., None, :] + rotated * sin[..., None, :]
+
+
+def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """Normalised in float32, rounded, then scaled: the order transformers uses, so logits agree bitwise."""
+    return weight * F.rms_norm(x, (x.shape[-1],), eps=eps)  # (computes in float32 inside)
+
+
+def apply(linear: Linear, x: torch.Tensor) -> torch.Tensor:
+    """A Linear over the last dimension of x [..., K] -> [..., N]."""
+    return linear(x.reshape(-1, x.shape[-1])).view(*x.shape[:-1], linear.out_features)
+
+
+@dataclass
+class LlamaLayer:
+    attn_norm: torch.Tensor  # [D]
+    qkv: Linear  # [(H + 2 KV) hd, D]: q, k and v projections fused
+    o: Linear  # [D, H hd]
+    mlp_norm: torch.Tensor  # [D]
+    gate_up: Linear  # [2 I, D]: gate and up projections fused
+    down: Linear  # [D, I]
+
+    @classmethod
+    def from_checkpoint(cls, weights: dict[str, torch.Tensor], i: int, shape: LlamaShape, fmt: str,
+                        dtype: torch.dtype) -> LlamaLayer:
+        """Layer i of a transformers state dict, its matrices in weight format fmt, its norms in dtype."""
+        w = lambda name: weights[f"model.layers.{i}.{name}"]  # noqa: E731
+        qkv = [w(f"self_attn.{p}_proj.weight") for p in "qkv"]
+        bias = torch.cat([w(f"self_attn.{p}_proj.bias") for p in "qkv"]) if shape.qkv_bias else None
+        return cls(
+            attn_norm=w("input_layernorm.weight").to(dtype).contiguous(),
+            qkv=Linear(torch.cat(qkv), bias, fmt),
+            o=Linear(w("self_attn.o_proj.weight"), None, fmt),
+            mlp_norm=w("post_attention_layernorm.weight").to(dtype).contiguous(),
+            gate_up=Linear(torch.cat([w("mlp.gate_proj.weight"), w("mlp.up_proj.weight")]), None, fmt),
+            down=Linear(w("mlp.down_proj.weight"), None, fmt),
+        )
+
+    @property
+    def nbytes(self) -> int:
+        norms = (self.attn_norm.numel() + self.mlp_norm.numel()) * self.attn_norm.element_size()
+        return norms + sum(lin.nbytes for lin in (self.qkv, self.o, self.gate_up, self.down))
+
+    def __call__(self, x: torch.Tensor, shape: LlamaShape, cos: torch.Tensor, sin: torch.Tensor,
+                 k_cache: torch.Tensor, v_cache: torch.Tensor, start: int, written: int, span: int,
+                 mask: torch.Tensor) -> torch.Tensor:
+        """x [B, T, D]; cos, sin [B, T, hd]; k_cache, v_cache [B, KV, S, hd]: the first `written` new keys and values
+        go to slots start.., and attention reads slots :span under mask [B or 1, 1, T, span] (additive) -> [B, T, D].
+        """
+        h = x + self.attention(rmsnorm(x, self.attn_norm, shape.rms_eps), shape, cos, sin, k_cache, v_cache, start,
+                               written, span, mask)
+        return h + self.mlp(rmsnorm(h, self.mlp_norm, shape.rms_eps))
+
+    def attention(self, x: torch.Tensor, shape: LlamaShape, cos: torch.Tensor, sin: torch.Tensor,
+                  k_cache: torch.Tensor, v_cache: torch.Tensor, start: int, written: int, span: int,
+                  mask: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        H, KV, hd = shape.heads, shape.kv_heads, shape.head_dim
+        qkv = apply(self.qkv, x)  # [B, T, (H + 2 KV) hd]
+        qk = rotate(qkv[..., : (H + KV) * hd].view(B, T, H + KV, hd), cos, sin)  # q and k rotated together
+        q, k = qk.transpose(1, 2).split([H, KV], dim=1)  # [B, H, T, hd], [B, KV, T, hd]
+        v = qkv[..., (H + KV) * hd:].view(B, T, KV, hd).transpose(1, 2)  # [B, KV, T, hd]
+        k_cache[:, :, start:start + written] = k[:, :, :written]
+        v_cache[:, :, start:start + written] = v[:, :, :written]
+        out = F.scaled_dot_product_attention(q, k_cache[:, :, :span], v_cache[:, :, :span], attn_mask=mask,
+                                             enable_gqa=True)  # [B, H, T, hd]
+        return apply(self.o, out.transpose(1, 2).reshape(B, T, H * hd))
+
+    def mlp(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = apply(self.gate_up, x).chunk(2, dim=-1)  # [B, T, I] each
+        return apply(self.down, F.silu(gate) * up)

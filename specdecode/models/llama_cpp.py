@@ -1,0 +1,145 @@
+"""A GGUF model on llama.cpp (through llama-cpp-python) behind `CausalLM`: the file runs as shipped, quantized.
+
+extend(k tokens) is one `llama_decode` of a k-token batch with logits requested for the rows wanted; rollback is
+`llama_memory_seq_rm` of the cache's tail. llama.cpp keeps its own KV cache (f16) and threads.
+
+Batch invariance: built as bin/bootstrap builds it (without llamafile's sgemm and without weight repacking), a
+k-token pass computes every row bitwise as a 1-token pass does, so greedy speculative output equals plain greedy
+output on this engine too. A default build is not invariant (rows differ by up to ~0.8 in logit units); the
+`batch_invariant()` check tells the two apart in a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+INSTALL_HINT = "run bin/bootstrap (it builds llama-cpp-python 0.3.36 from source, about 4-10 minutes)"
+
+
+class MissingBinding(ValueError):
+    """llama-cpp-python is not installed, or its compiled library does not load."""
+
+
+def binding():
+    """The llama_cpp module, or a one-line error naming the install step."""
+    try:
+        import llama_cpp
+    except (ImportError, OSError) as error:  # OSError: the shared library is missing or built for another CPU
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise MissingBinding(f"the llama.cpp engine needs llama-cpp-python ({first}): {INSTALL_HINT}") from None
+    return llama_cpp
+
+
+def available() -> bool:
+    try:
+        binding()
+    except MissingBinding:
+        return False
+    return True
+
+
+class LlamaCppLM:
+    """A GGUF file on llama.cpp. Batch size 1; logits are returned as float32 [k, V]."""
+
+    verify_slope = 0.6  # T(k) / T(1) - 1 per extra token: a pass of k tokens costs nearly k passes on 2 cores
+
+    def __init__(self, path: str | Path, max_length: int = 4096, threads: int | None = None,
+                 name: str | None = None, max_batch: int = 512):
+        llama_cpp = binding()
+        path = Path(path)
+        if not path.is_file():
+            raise ValueError(f"GGUF file {str(path)!r} does not exist")
+        threads = threads or torch.get_num_threads() or os.cpu_count() or 1
+        self._lib = llama_cpp
+        try:
+            self._llama = llama_cpp.Llama(str(path), n_ctx=max_length, n_batch=max_batch, n_ubatch=max_batch,
+                                          n_threads=threads, n_threads_batch=threads, verbose=False)
+        except ValueError as error:
+            raise ValueError(f"llama.cpp cannot load {str(path)!r}: {error}") from None
+        self._ctx = self._llama._ctx.ctx
+        self._memory = llama_cpp.llama_get_memory(self._ctx)
+        self.name = name or path.stem
+        self.path = path
+        self.vocab_size = int(self._llama.n_vocab())
+        self.max_length = int(self._llama.n_ctx())
+        self.max_batch = max_batch
+        self.threads = threads
+        self._batch = llama_cpp.llama_batch_init(max_batch, 0, 1)
+        self._length = 0
+        self._invariant: bool | None = None
+
+    def __del__(self):
+        batch, lib = getattr(self, "_batch", None), getattr(self, "_lib", None)
+        if batch is not None and lib is not None:
+            lib.llama_batch_free(batch)
+            self._batch = None
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of the GGUF file's tensors (what one pass reads, less the embedding rows it looks up)."""
+        return int(self._lib.llama_model_size(self._llama._model.model))
+
+    def batch_invariant(self) -> bool:
+        """Whether a 4-token pass gives bitwise the rows of four 1-token passes (checked once; the cache is left
+        empty)."""
+        if self._invariant is None:
+            self.rollback(0)
+            probe = torch.tensor([1, 400, 2000, 31, 7, 999, 12, 13]) % self.vocab_size
+            self.extend(probe[:4], keep=1)
+            together = self.extend(probe[4:])
+            self.rollback(4)
+            alone = torch.cat([self.extend(probe[i:i + 1]) for i in range(4, 8)])
+            self.rollback(0)
+            self._invariant = bool(torch.equal(together, alone))
+        return self._invariant
+
+    def extend(self, tokens: torch.Tensor, keep: int | None = None) -> torch.Tensor:
+        ids = tokens.view(-1).tolist()
+        k = len(ids)
+        if self._length + k > self.max_length:
+            raise ValueError(f"the context window ({self.max_length} tokens) is full")
+        out = min(keep or k, k)
+        rows = []
+        for first in range(0, k, self.max_batch):  # a long prefill goes in batches of max_batch
+            chunk = ids[first:first + self.max_batch]
+            want = [first + i >= k - out for i in range(len(chunk))]
+            rows.append(self._decode(chunk, want))
+        return torch.cat([r for r in rows if r.numel()])  # [out, V]
+
+    def _decode(self, chunk: list[int], want: list[bool]) -> torch.Tensor:
+        batch, n = self._batch, len(chunk)
+        batch.n_tokens = n
+        for i, token in enumerate(chunk):
+            batch.token[i] = token
+            batch.pos[i] = self._length + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = want[i]
+        status = self._lib.llama_decode(self._ctx, batch)
+        if status != 0:
+            self._lib.llama_memory_seq_rm(self._memory, 0, self._length, -1)
+            raise RuntimeError(f"llama_decode failed with status {status}")
+        self._length += n
+        wanted = sum(want)
+        if not wanted:
+            return torch.empty(0, self.vocab_size)
+        pointer = self._lib.llama_get_logits(self._ctx)
+        flat = np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)),
+                                     shape=(wanted * self.vocab_size,))
+        return torch.from_numpy(flat.copy()).view(wanted, self.vocab_size)
+
+    def rollback(self, length: int) -> None:
+        if not 0 <= length <= self._length:
+            raise ValueError(f"cannot roll back to {length}: the cache holds {self._length} tokens")
+        if length < self._length:
+            self._lib.llama_memory_seq_rm(self._memory, 0, length, -1)
+        self._length = length

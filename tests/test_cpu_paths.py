@@ -1,0 +1,41 @@
+"""Every CPU path, on whichever machine runs the suite: the engine tests run again in a fresh process with
+SPECDECODE_CPU=avx2 (torch's AVX2 kernels, oneDNN capped at AVX2: no native bf16 matmuls, as on an AVX2-only EPYC)
+and the default target forced onto the native engine, so that a green run on an AVX-512 machine says the AVX2 path
+works too. (On an AVX2 machine the same run is the main path again.)"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(args: list[str], timeout: int, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=os.environ | env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def test_the_forced_avx2_path_reports_itself_and_picks_int8():
+    result = _run(["-m", "specdecode", "info", "--no-measure", "--json"], 120, SPECDECODE_CPU="avx2")
+    assert result.returncode == 0, result.stderr
+    info = json.loads(result.stdout)
+    assert info["torch_kernels"] == "AVX2" and info["native_bf16"] is False and info["forced"] == "avx2"
+    assert info["native_format"] == "int8"
+
+
+def test_an_unknown_forced_path_is_a_one_line_error():
+    result = _run(["-m", "specdecode", "info", "--no-measure"], 120, SPECDECODE_CPU="avx9000")
+    assert result.returncode == 2
+    assert "SPECDECODE_CPU='avx9000' names no CPU path" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_engine_tests_pass_on_the_forced_avx2_path():
+    """test_native.py (every weight format that runs without native bf16) and test_default_model.py (every draft
+    type, the CLI) with the default target on the native engine, AVX2 kernels."""
+    result = _run(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "tests/test_native.py",
+                   "tests/test_default_model.py"], 1500, SPECDECODE_CPU="avx2", SPECDECODE_ENGINE="native")
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout.strip().splitlines()[-1]
