@@ -19,7 +19,7 @@ from .analysis import alpha_from_stats, best_gamma, beta, expected_tokens, extra
 from .drafts import Draft, ModelDraft, Proposal
 from .engine import Generation, GenerationResult, GenerationStats, Round, generate, generate_plain
 from .models import CausalLM
-from .rule import output_distribution, residual, verify
+from .rule import output_distribution, residual, verify, verify_greedy
 from .sampling import GREEDY, SamplingConfig, adjust, sample
 
 __version__ = "0.1.0"
@@ -28,4 +28,5 @@ __all__ = [
     "GREEDY", "CausalLM", "Draft", "Generation", "GenerationResult", "GenerationStats", "ModelDraft", "Proposal",
     "Round", "SamplingConfig", "adjust", "alpha_from_stats", "best_gamma", "beta", "expected_tokens",
     "extra_arithmetic", "generate", "generate_plain", "output_distribution", "residual", "sample", "speedup", "verify",
+    "verify_greedy",
 ]

@@ -22,7 +22,7 @@ from .analysis import alpha_from_stats
 from .drafts.base import Draft, Proposal
 from .drafts.model import ModelDraft
 from .models.base import CausalLM
-from .rule import verify
+from .rule import verify, verify_greedy
 from .sampling import SamplingConfig, adjust
 
 StopReason = Literal["length", "stop_token", "context"]
@@ -213,9 +213,13 @@ class Generation:
                 t1 = time.perf_counter()
                 drafted = proposal.tokens.tolist()
                 logits = target.extend(torch.tensor([context[-1], *drafted], dtype=torch.int64))  # [g+1, V]
-                p = adjust(logits, self.sampling)
-                n, token = verify(p[None], proposal.probs[None].to(p.dtype), proposal.tokens[None], self.generator)
-                n_accepted, next_token = int(n), int(token)
+                if self.sampling.greedy:  # the same rule with p a point mass, without building p
+                    n_accepted, next_token = verify_greedy(logits, proposal.tokens)
+                else:
+                    p = adjust(logits, self.sampling)
+                    n, token = verify(p[None], proposal.probs[None].to(p.dtype), proposal.tokens[None],
+                                      self.generator)
+                    n_accepted, next_token = int(n), int(token)
                 target.rollback(target.length - len(drafted) + n_accepted)
                 t2 = time.perf_counter()
                 stats.target_seconds += t2 - t1

@@ -7,7 +7,7 @@ from conftest import SIGNIFICANCE, chi_square_pvalue
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specdecode import SamplingConfig, adjust, output_distribution, sample, verify
+from specdecode import GREEDY, SamplingConfig, adjust, output_distribution, sample, verify, verify_greedy
 
 CONFIGS = {
     "greedy": SamplingConfig(temperature=0),
@@ -144,3 +144,23 @@ def test_gamma_zero_is_a_plain_draw_from_p():
 def test_shape_mismatch_is_a_clear_error():
     with pytest.raises(ValueError, match="shapes do not agree"):
         verify(torch.ones(1, 3, 4), torch.ones(1, 3, 4), torch.zeros(1, 3, dtype=torch.int64))
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**31), vocab=st.integers(2, 40), gamma=st.integers(0, 6), ties=st.booleans(),
+       draft_config=any_config)
+def test_the_greedy_shortcut_is_the_rule_with_a_point_mass_p(seed, vocab, gamma, ties, draft_config):
+    """verify_greedy(logits, drafts) == verify(adjust(logits, greedy), q, drafts) for drafts drawn from any q (a
+    sampled draft, an arg-max draft, ...), tied logits included (both take the lowest tied id)."""
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randn(gamma + 1, vocab, generator=gen)
+    if ties:
+        logits = logits.round()  # many exact ties
+    q = adjust(torch.randn(gamma, vocab, generator=gen), draft_config)
+    # drafts: from q, but often the target's own arg-max, so that runs of acceptances happen
+    drafts = sample(q, gen) if gamma else torch.empty(0, dtype=torch.int64)
+    use_best = torch.rand(gamma, generator=gen) < 0.7
+    drafts = torch.where(use_best & (q.gather(-1, logits[:-1].argmax(-1, keepdim=True)).squeeze(-1) > 0),
+                         logits[:-1].argmax(-1), drafts) if gamma else drafts
+    n, token = verify(adjust(logits, GREEDY)[None], q[None], drafts[None], gen)
+    assert verify_greedy(logits, drafts) == (int(n), int(token))
