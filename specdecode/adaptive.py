@@ -8,7 +8,8 @@ with alpha the running acceptance rate (a Beta prior, then exponentially forgett
 time of a target pass of k tokens (a straight line fitted online: on CPU a verify pass is not free), and t_draft the
 measured time of one draft forward pass (or, for a reproducible schedule, fixed costs instead of timings: see
 `AdaptiveGamma.reproducible`). gamma = 0 is plain decoding, chosen when the draft does not pay; every
-`explore_every` rounds it then still drafts one token, so that alpha keeps being measured. With T flat and
+`explore_every` rounds (4x that while drafting looks hopeless) it then still drafts one token, so that alpha keeps
+being measured. With T flat and
 t_draft = c T(1) this is exactly `analysis.best_gamma(alpha, c)`.
 """
 
@@ -81,8 +82,11 @@ class AdaptiveGamma:
         best = max(range(self.max_gamma + 1), key=lambda g: (self.rate(g), -g))
         if best == 0:
             self._plain_rounds += 1
-            if self._plain_rounds % self.explore_every == 0:
-                return 1  # keep measuring alpha while plain decoding wins
+            # Keep measuring alpha while plain decoding wins; four times less often while drafting looks hopeless
+            # (a verify pass dearer than the tokens it could add, as on llama.cpp with 2 cores).
+            every = self.explore_every if self.rate(1) >= 0.9 * self.rate(0) else 4 * self.explore_every
+            if self._plain_rounds % every == 0:
+                return 1
         return best
 
     def _observe(self, k: int, seconds: float, weight: float = 1.0) -> None:

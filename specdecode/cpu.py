@@ -14,6 +14,7 @@ forced path and a real AVX2 machine read the same.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -85,3 +86,18 @@ def capability() -> Capability:
     bf16 = bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
     return Capability(cpu, tuple(f for f in INTERESTING_FLAGS if f in flags), torch.backends.cpu.get_cpu_capability(),
                       bf16, forced)
+
+
+@contextmanager
+def torch_threads(n: int | None):
+    """torch on n threads for the duration, then as before (None: unchanged). An engine with threads of its own
+    (llama.cpp) runs faster with torch's idle threads out of its way."""
+    import torch
+
+    before = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

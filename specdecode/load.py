@@ -127,15 +127,16 @@ def _check_choice(value: str, choices: tuple[str, ...], what: str) -> None:
 
 def load_model(directory: Path, dtype: str, engine: str, name: str, for_draft: bool = False) -> tuple[CausalLM, str]:
     """(model, engine that runs it) for a transformers checkpoint directory. auto = native where the architecture
-    allows, else transformers."""
+    allows, else transformers. An engine or dtype that SPECDECODE_ENGINE / SPECDECODE_DTYPE put in place of "auto" is
+    a preference: where it cannot run the model, the choice falls back as "auto" would."""
+    asked = engine != "auto"
     engine, dtype = _resolved(engine, "SPECDECODE_ENGINE"), _resolved(dtype, "SPECDECODE_DTYPE")
     _check_choice(engine, ENGINES, "engine")
     _check_choice(dtype, DTYPES, "dtype")
     if engine == "llama.cpp":
-        if for_draft:  # a draft checkpoint is no GGUF file: it runs on the best torch path beside the target
-            engine = "auto"
-        else:
+        if asked and not for_draft:
             raise ValueError(f"the llama.cpp engine runs GGUF files, and {name} is a transformers checkpoint")
+        engine = "auto"  # a draft checkpoint is no GGUF file: it runs on the best torch path beside the target
     if engine in ("auto", "native"):
         try:
             model = load_native(directory, format_for(dtype, capability()), name=name)
@@ -143,22 +144,28 @@ def load_model(directory: Path, dtype: str, engine: str, name: str, for_draft: b
             model.batch_invariant = not for_draft
             return model, "native"
         except UnsupportedModel as error:
-            if engine == "native":
+            if engine == "native" and asked:
                 raise ValueError(f"the native engine cannot run {name}: {error} (the transformers engine can)") \
                     from None
+    if dtype == "int8" and os.environ.get("SPECDECODE_DTYPE", "").strip() == "int8":
+        dtype = "auto"  # a preference the transformers engine cannot follow
     return HFCausalLM(load_hf_model(directory, parse_dtype(dtype))[0], name), "transformers"
 
 
-def target_engine(name: str, engine: str = "auto") -> str:
+def target_engine(name: str, engine: str = "auto", dtype: str = "auto") -> str:
     """The engine asked for, with "auto" resolved by the rule:
 
     llama.cpp for a target that ships as a GGUF file (the default target, a FILE.gguf) when llama-cpp-python loads:
     its 1-token pass is about 3x faster than the native engine's on every CPU measured (8.3 against 24-26 ms here),
     and built as bin/bootstrap builds it, its k-token passes are bitwise its 1-token passes (`load_target` checks
-    that, and falls back to native if not). Otherwise native where the architecture allows, else transformers."""
-    engine = _resolved(engine, "SPECDECODE_ENGINE")
+    that, and falls back to native if not), unless a dtype is asked for: llama.cpp runs the file's own types.
+    Otherwise native where the architecture allows, else transformers."""
+    engine, dtype = _resolved(engine, "SPECDECODE_ENGINE"), _resolved(dtype, "SPECDECODE_DTYPE")
     _check_choice(engine, ENGINES, "engine")
-    if engine == "auto" and (name == DEFAULT_TARGET or str(name).endswith(".gguf")) and llama_cpp.available():
+    if engine == "llama.cpp" and dtype != "auto":
+        raise ValueError(f"the llama.cpp engine runs the GGUF file's own weight types, not dtype {dtype!r}")
+    if engine == "auto" and dtype == "auto" and (name == DEFAULT_TARGET or str(name).endswith(".gguf")) \
+            and llama_cpp.available():
         return "llama.cpp"
     return engine
 
@@ -170,7 +177,7 @@ def load_target(name: str = DEFAULT_TARGET, dtype: str = "auto", engine: str = "
         return Target(bigram_pair()[0], ToyTokenizer(), "toy", "toy")
     display = DEFAULT_DISPLAY if name == DEFAULT_TARGET else str(name)
     note = None
-    if target_engine(name, engine) == "llama.cpp":
+    if target_engine(name, engine, dtype) == "llama.cpp":
         target = _llama_cpp_target(name, display)
         if _resolved(engine, "SPECDECODE_ENGINE") != "auto" or str(name).endswith(".gguf") or \
                 target.model.batch_invariant():
@@ -216,10 +223,14 @@ def load_tokenizer(name: str = DEFAULT_TARGET) -> tuple[TextTokenizer, int]:
 
 
 def default_draft(target: Target) -> str:
-    """The shipped trained draft for the default target; prompt lookup for other targets; toy for the toy."""
+    """lookup+trained (prompt lookup, else the shipped trained draft) for the default target on the torch engines;
+    prompt lookup on llama.cpp, whose verify pass of k tokens costs nearly k passes on few cores, so that only a free
+    draft's long matches can pay (docs/engines.md); prompt lookup for other targets; toy for the toy."""
     if target.engine == "toy":
         return "toy"
-    return "lookup+trained" if target.name == DEFAULT_DISPLAY and SHIPPED_DRAFT.is_dir() else "prompt-lookup"
+    if target.engine == "llama.cpp" or target.name != DEFAULT_DISPLAY or not SHIPPED_DRAFT.is_dir():
+        return "prompt-lookup"
+    return "lookup+trained"
 
 
 def load_draft(spec: str | list[str], target: Target, dtype: str = "auto", lookup_ngram: int = 3,

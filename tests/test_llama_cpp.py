@@ -106,7 +106,7 @@ def test_a_missing_binding_is_one_line_naming_the_install_step(monkeypatch, caps
     assert not llama_cpp.available()
     with pytest.raises(llama_cpp.MissingBinding, match="bin/bootstrap"):
         load_target(engine="llama.cpp")
-    assert load_target(engine="auto", dtype="float32").engine == "native"  # auto falls back without a word
+    assert load_target().engine == "native"  # auto falls back to the native engine without a word
     assert main(["generate", "--engine", "llama.cpp", "--max-new-tokens", "2", "hello"]) == 2
     err = capsys.readouterr().err
     assert "llama-cpp-python" in err and "bin/bootstrap" in err and len(err.strip().splitlines()) == 1
@@ -121,3 +121,22 @@ def test_llama_cpp_forced_on_what_it_cannot_run_exits_2(tmp_path, capsys):
     assert "GGUF" in err and len(err.strip().splitlines()) == 1
     assert main(["generate", "--target", str(tmp_path / "missing.gguf"), "a b"]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_prompt_that_starts_like_the_last_one_reuses_its_cells_exactly(target):
+    """After rollback(0), a prefill whose first tokens equal the cached ones skips them: its logits equal a fresh
+    model's, and the cells it reused were not recomputed (the decoded-token count shows it)."""
+    model, shared = target.model, list(range(300, 330))
+    model.rollback(0)
+    model.extend(torch.tensor(shared + [1, 2, 3]), keep=1)
+    model.rollback(0)
+    decoded = []
+    original = model._decode
+    model._decode = lambda chunk, want: decoded.append(len(chunk)) or original(chunk, want)
+    try:
+        reused = model.extend(torch.tensor(shared + [7, 8]), keep=1)
+    finally:
+        del model._decode
+    assert decoded == [2] and model.length == len(shared) + 2
+    fresh = llama_cpp.LlamaCppLM(gguf_path())
+    assert torch.equal(reused, fresh.extend(torch.tensor(shared + [7, 8]), keep=1))

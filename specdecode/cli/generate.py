@@ -10,6 +10,7 @@ import torch
 from rich.console import Console
 from rich.markup import escape
 
+from ..cpu import torch_threads
 from ..engine import Generation, GenerationStats
 from ..load import Target, default_draft, load_draft, load_target
 from ..sampling import SamplingConfig
@@ -38,7 +39,8 @@ def add_parser(sub) -> None:
     p.add_argument("--top-k", type=int, default=None, help="sample only from the k most likely tokens")
     p.add_argument("--top-p", type=float, default=None, help="sample from the smallest set with this mass, (0, 1]")
     p.add_argument("--seed", type=int, default=None, help="random seed, for a reproducible sampled run")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for the engine (default: torch's choice, one per core)")
     p.add_argument("--lookup-ngram", type=int, default=3, help="longest n-gram prompt lookup matches (default 3)")
     p.add_argument("--raw", action="store_true", help="send the prompt as is, without the chat template")
     p.add_argument("--show", action="store_true",
@@ -58,6 +60,11 @@ def run(args: argparse.Namespace) -> int:
     if not args.prompt.strip():
         raise ValueError("the prompt is empty")
     target = load_target(args.target, args.dtype, args.engine)
+    with torch_threads(getattr(target.model, "torch_threads", None)):  # llama.cpp: torch's idle threads slow it
+        return _generate(args, target, sampling)
+
+
+def _generate(args: argparse.Namespace, target: Target, sampling: SamplingConfig) -> int:
     draft_spec = args.draft or default_draft(target)
     draft = load_draft(draft_spec, target, args.dtype, args.lookup_ngram)
     draft_name = draft.name if draft is not None else "none"
@@ -74,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     report = {"text": target.tokenizer.decode(generation.new_tokens), "new_tokens": stats.new_tokens,
               **_stats_fields(stats), "stop_reason": generation.stop_reason, "gamma": args.gamma,
               "draft": draft_name, "target": target.name, "engine": target.engine, "dtype": args.dtype,
-              "threads": torch.get_num_threads(), "sampling": sampling.describe()}
+              "threads": getattr(target.model, "threads", torch.get_num_threads()), "sampling": sampling.describe()}
     if args.compare:
         plain = Generation(target.model, None, prompt_ids, args.max_new_tokens, 0, sampling, args.seed, stops)
         plain.run()

@@ -1,7 +1,10 @@
 """A GGUF model on llama.cpp (through llama-cpp-python) behind `CausalLM`: the file runs as shipped, quantized.
 
 extend(k tokens) is one `llama_decode` of a k-token batch with logits requested for the rows wanted; rollback is
-`llama_memory_seq_rm` of the cache's tail. llama.cpp keeps its own KV cache (f16) and threads.
+`llama_memory_seq_rm` of the cache's tail, done lazily: until a pass needs the cells, the tail stays, and a pass
+whose leading tokens equal it (a prompt that starts like the last one: the chat template's system prompt) reuses
+them instead of recomputing them, as llama.cpp's own loop does. That is exact because the passes are batch
+invariant (below). llama.cpp keeps its own KV cache (f16) and threads.
 
 Batch invariance: built as bin/bootstrap builds it (without llamafile's sgemm and without weight repacking), a
 k-token pass computes every row bitwise as a 1-token pass does, so greedy speculative output equals plain greedy
@@ -12,7 +15,6 @@ output on this engine too. A default build is not invariant (rows differ by up t
 from __future__ import annotations
 
 import ctypes
-import os
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +49,9 @@ class LlamaCppLM:
     """A GGUF file on llama.cpp. Batch size 1; logits are returned as float32 [k, V]."""
 
     verify_slope = 0.6  # T(k) / T(1) - 1 per extra token: a pass of k tokens costs nearly k passes on 2 cores
+    # torch's threads, spinning after each small op between passes, slow llama.cpp's own threads down (8.8 ms a
+    # pass with torch on 2 threads, 7.7 ms with torch on 1, on 2 cores): callers give torch this many beside it.
+    torch_threads = 1
 
     def __init__(self, path: str | Path, max_length: int = 4096, threads: int | None = None,
                  name: str | None = None, max_batch: int = 512):
@@ -54,7 +59,7 @@ class LlamaCppLM:
         path = Path(path)
         if not path.is_file():
             raise ValueError(f"GGUF file {str(path)!r} does not exist")
-        threads = threads or torch.get_num_threads() or os.cpu_count() or 1
+        threads = threads or torch.get_num_threads()  # the process's thread setting (`--threads`)
         self._lib = llama_cpp
         try:
             self._llama = llama_cpp.Llama(str(path), n_ctx=max_length, n_batch=max_batch, n_ubatch=max_batch,
@@ -71,6 +76,7 @@ class LlamaCppLM:
         self.threads = threads
         self._batch = llama_cpp.llama_batch_init(max_batch, 0, 1)
         self._length = 0
+        self._cached: list[int] = []  # the tokens whose keys and values llama.cpp holds (>= self._length of them)
         self._invariant: bool | None = None
 
     def __del__(self):
@@ -108,8 +114,16 @@ class LlamaCppLM:
         if self._length + k > self.max_length:
             raise ValueError(f"the context window ({self.max_length} tokens) is full")
         out = min(keep or k, k)
+        # Reuse the cached tail where it matches, up to the first row whose logits are wanted.
+        reused, cached = 0, self._cached
+        while reused < k - out and self._length + reused < len(cached) and cached[self._length + reused] == ids[reused]:
+            reused += 1
+        self._length += reused
+        if len(cached) > self._length:
+            self._lib.llama_memory_seq_rm(self._memory, 0, self._length, -1)
+            del cached[self._length:]
         rows = []
-        for first in range(0, k, self.max_batch):  # a long prefill goes in batches of max_batch
+        for first in range(reused, k, self.max_batch):  # a long prefill goes in batches of max_batch
             chunk = ids[first:first + self.max_batch]
             want = [first + i >= k - out for i in range(len(chunk))]
             rows.append(self._decode(chunk, want))
@@ -128,6 +142,7 @@ class LlamaCppLM:
         if status != 0:
             self._lib.llama_memory_seq_rm(self._memory, 0, self._length, -1)
             raise RuntimeError(f"llama_decode failed with status {status}")
+        self._cached += chunk
         self._length += n
         wanted = sum(want)
         if not wanted:
@@ -137,9 +152,13 @@ class LlamaCppLM:
                                      shape=(wanted * self.vocab_size,))
         return torch.from_numpy(flat.copy()).view(wanted, self.vocab_size)
 
+    def clear(self) -> None:
+        """Empty the cache, its reusable tail included (a cold start, as the bench times every method)."""
+        self._lib.llama_memory_seq_rm(self._memory, 0, 0, -1)
+        self._cached.clear()
+        self._length = 0
+
     def rollback(self, length: int) -> None:
         if not 0 <= length <= self._length:
             raise ValueError(f"cannot roll back to {length}: the cache holds {self._length} tokens")
-        if length < self._length:
-            self._lib.llama_memory_seq_rm(self._memory, 0, length, -1)
-        self._length = length
+        self._length = length  # the cells past it go when a pass needs them (see the module docstring)
