@@ -50,7 +50,7 @@ def speedup(alpha: float, gamma: int, c: float, verify_cost: float = 1.0) -> flo
     """Expected wall-clock speed-up: E[tokens] / (gamma c + verify_cost) (paper 3.3).
 
     verify_cost = T(gamma + 1) / T(1), the time of the target pass over gamma + 1 tokens in units of a one-token
-    pass. The paper takes it as 1 (idle parallel hardware); on a CPU it is measured (`bench.costs.pass_times`).
+    pass. The paper takes it as 1 (idle parallel hardware); on a CPU it is measured (`models.costs.pass_times`).
     """
     _check_cost(c)
     if not (math.isfinite(verify_cost) and verify_cost > 0):
@@ -72,6 +72,27 @@ def best_gamma(alpha: float, c: float, max_gamma: int = 32, verify_cost=None) ->
     _check_gamma(max_gamma)
     cost = verify_cost or (lambda k: 1.0)
     return max(range(1, max_gamma + 1), key=lambda g: (speedup(alpha, g, c, cost(g + 1)), -g))
+
+
+def measured_verify_cost(ratio: dict[int, float]):
+    """k -> T(k) / T(1) from a few measured points {k: T(k) / T(1)} (`models.costs.pass_times`): linear between them,
+    and beyond the last along its last segment (a CPU's pass grows about linearly once compute-bound)."""
+    ks = sorted(int(k) for k in ratio)
+    r = {int(k): float(v) for k, v in ratio.items()}
+    if not ks or ks[0] != 1:
+        raise ValueError(f"measured verify costs must start at k = 1, got k = {ks}")
+
+    def cost(k: float) -> float:
+        if len(ks) == 1:
+            return r[1]
+        k = max(k, 1)
+        hi = next((x for x in ks if x >= k), ks[-1])
+        lo = max(x for x in ks if x < hi) if hi > ks[0] else ks[0]
+        if hi == lo:
+            return r[lo]
+        return r[lo] + (r[hi] - r[lo]) * (k - lo) / (hi - lo)
+
+    return cost
 
 
 def alpha_from_stats(stats) -> float:

@@ -95,3 +95,11 @@ def test_the_alpha_needed_for_a_target_is_the_smallest_that_reaches_it(goal, c):
     alpha = bench_report._alpha_needed(goal, c, costs)
     assert reached(alpha) and not reached(alpha - 0.01)
     assert bench_report._alpha_needed(50.0, c, costs) is None
+
+
+def test_measured_verify_costs_interpolate_and_extend_along_the_last_segment():
+    cost = analysis.measured_verify_cost({1: 1.0, 2: 1.8, 4: 2.6, 16: 8.6})
+    assert [cost(k) for k in (1, 2, 3, 4, 10, 16)] == pytest.approx([1.0, 1.8, 2.2, 2.6, 5.6, 8.6])
+    assert cost(20) == pytest.approx(8.6 + 4 * 0.5)  # beyond 16: the 4..16 slope, 0.5 per token
+    with pytest.raises(ValueError, match="k = 1"):
+        analysis.measured_verify_cost({2: 1.1})

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from ..adaptive import AdaptiveGamma
+from ..cpu import torch_threads
 from ..drafts.base import Draft
 from ..engine import Generation, GenerationStats
 from ..models.base import CausalLM
@@ -46,9 +47,12 @@ def ours(name: str, target: CausalLM, draft: Draft | None, gamma: int | str, sto
     schedule = AdaptiveGamma.for_target(target) if gamma == "auto" else gamma
 
     def run(prompt_ids, sampling, max_new_tokens, seed):
+        if hasattr(target, "clear"):  # no reuse of another run's cached prompt: every method starts cold
+            target.clear()
         generation = Generation(target, draft, prompt_ids, max_new_tokens, schedule if draft else 5, sampling, seed,
                                 stops)
-        generation.run()
+        with torch_threads(getattr(target, "torch_threads", None)):
+            generation.run()
         return Outcome(generation.new_tokens, generation.stats.seconds, generation.stats)
 
     return Method(name, "ours", run, draft.name if draft else "none", gamma if draft else None, engine)
@@ -93,14 +97,17 @@ def llama_cpp_generate(name: str, gguf: str, stops: list[int], threads: int, loo
             "temp": sampling.temperature, "top_k": sampling.top_k or 0,
             "top_p": sampling.top_p if sampling.top_p is not None else 1.0}
         llm.set_seed(seed)
+        llm.reset()  # no reuse of the last prompt's cached prefix: every method starts cold
         tokens = []
-        start = time.perf_counter()
-        for token in llm.generate(prompt_ids, min_p=0.0, repeat_penalty=1.0, **({"top_k": 0, "top_p": 1.0}
-                                                                                  | kwargs)):
-            tokens.append(int(token))
-            if token in stops or len(tokens) >= max_new_tokens:
-                break
-        return Outcome(tokens, time.perf_counter() - start)
+        with torch_threads(1):  # as for ours on llama.cpp: torch's idle threads would compete with llama.cpp's
+            start = time.perf_counter()
+            for token in llm.generate(prompt_ids, min_p=0.0, repeat_penalty=1.0, **({"top_k": 0, "top_p": 1.0}
+                                                                                      | kwargs)):
+                tokens.append(int(token))
+                if token in stops or len(tokens) >= max_new_tokens:
+                    break
+            seconds = time.perf_counter() - start
+        return Outcome(tokens, seconds)
 
     return Method(name, "llama.cpp", run, "prompt-lookup" if lookup_tokens else "none", lookup_tokens or None,
                   "llama.cpp")

@@ -16,9 +16,9 @@ from pathlib import Path
 import torch
 
 from ..cpu import capability
+from ..models.costs import pass_times
 from ..models.hf import HFCausalLM, load_hf_model
 from ..models.native import load_native
-from .costs import pass_times
 
 STEPS = {  # name: (weight format, batch invariant)
     "F.linear": ("bf16", False),

@@ -31,13 +31,8 @@ def _decode_rate(runs: list[dict], method: str, sampling: str) -> float | None:
 
 
 def _verify_ratio(costs: dict, k: float) -> float:
-    """T(k) / T(1) by linear interpolation over the measured k."""
-    ratio = {int(a): b for a, b in costs["ratio"].items()}
-    ks = sorted(ratio)
-    k = min(max(k, ks[0]), ks[-1])
-    lo = max(x for x in ks if x <= k)
-    hi = min(x for x in ks if x >= k)
-    return ratio[lo] if hi == lo else ratio[lo] + (ratio[hi] - ratio[lo]) * (k - lo) / (hi - lo)
+    """T(k) / T(1) from the engine's measured pass costs (`analysis.measured_verify_cost`)."""
+    return analysis.measured_verify_cost(costs["ratio"])(k)
 
 
 def add_predictions(report: dict) -> dict:
@@ -54,8 +49,9 @@ def add_predictions(report: dict) -> dict:
             m[key] = m["tokens_per_second"] / base["tokens_per_second"] if base else None
         if m["family"] != "ours" or m["draft"] == "none":
             continue
-        costs = report["costs"].get(m["engine"]) or report["costs"][report["engine"]]
-        plain_name = f"ours plain ({m['engine']})"
+        engine = m.get("engine") or report["engine"]
+        costs = report["costs"].get(engine) or report["costs"][report["engine"]]
+        plain_name = f"ours plain ({engine})"
         plain = _decode_rate(report["runs"], plain_name, m["sampling"])
         mine = _decode_rate(report["runs"], m["method"], m["sampling"])
         stats = [r["stats"] for r in report["runs"] if r["method"] == m["method"] and r["sampling"] == m["sampling"]]

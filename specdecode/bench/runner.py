@@ -22,11 +22,12 @@ class Record:
 
 
 def run_alternating(methods: list[Method], prompts: list[tuple[str, list[int]]], sampling: SamplingConfig,
-                    max_new_tokens: int, reference: str | None = None, seed: int = 0,
+                    max_new_tokens: int, reference: dict[str, str] | None = None, seed: int = 0,
                     progress: bool = True) -> list[Record]:
     """Every method on every prompt; the order of methods rotates from prompt to prompt so that no method always
     runs first (warm caches) or last. One untimed warm-up run per method first. With greedy sampling each output is
-    compared with the `reference` method's output on the same prompt."""
+    compared with its reference method's output on the same prompt (`reference`: method name -> the name of the
+    method to compare with, e.g. ours plain on the same engine; methods without one are not compared)."""
     for method in methods:
         method.run(prompts[0][1], sampling, min(8, max_new_tokens), seed)
     records: list[Record] = []
@@ -38,9 +39,9 @@ def run_alternating(methods: list[Method], prompts: list[tuple[str, list[int]]],
         for method in order:
             outcomes[method.name] = method.run(ids, sampling, max_new_tokens, seed + i)
             bar.update()
-        ref = outcomes.get(reference) if reference and sampling.greedy else None
         for method in methods:
             out = outcomes[method.name]
+            ref = outcomes.get((reference or {}).get(method.name)) if sampling.greedy else None
             same = (out.new_tokens == ref.new_tokens) if ref is not None else None
             records.append(Record(method.name, prompt_id, sampling.describe(), len(out.new_tokens), out.seconds,
                                   same, out.stats.as_dict() if out.stats else {}))

@@ -19,10 +19,10 @@ import torch
 
 from ..cpu import capability
 from ..load import Target, load_draft, load_target, resolve_checkpoint, target_engine
+from ..models.costs import pass_times, read_bandwidth, weight_bytes
 from ..models.hf import HFCausalLM, load_hf_model, parse_dtype
 from ..prompts import KINDS, Prompt, load_prompts
 from ..sampling import SamplingConfig
-from .costs import pass_times, read_bandwidth, weight_bytes
 from .methods import Method, llama_cpp_generate, ours, transformers_generate
 from .report import draft_label
 from .runner import run_alternating, summarize
@@ -58,7 +58,7 @@ def default_plan(target: str, draft: str, ngram: str | None) -> Plan:
                 f"spec:lookup+{draft}:auto{native}", f"spec:{draft}:2{native}"],
         sampled=["plain", "llama.cpp", "hf", f"spec:lookup+{draft}:auto", f"spec:lookup+{draft}:auto{native}"],
         samplings=[SamplingConfig(1.0)],
-        default_draft=f"lookup+{draft}",
+        default_draft="prompt-lookup" if engine == "llama.cpp" else f"lookup+{draft}",
     )
 
 
@@ -169,7 +169,11 @@ def run_plan(plan: Plan, progress: bool = True) -> dict:
     encoded = [(p.id, target.tokenizer.encode(p.prompt)) for p in prompts]
     runs, summaries = [], []
     for sampling, methods in built:
-        records = run_alternating(methods, encoded, sampling, plan.max_new_tokens, reference=methods[0].name,
+        # Greedy output is compared with ours plain on the same engine (engines differ in numerics, so their texts
+        # may differ), where the plan runs one.
+        plains = {m.engine: m.name for m in methods if m.family == "ours" and m.draft == "none"}
+        reference = {m.name: plains[m.engine] for m in methods if m.engine in plains}
+        records = run_alternating(methods, encoded, sampling, plan.max_new_tokens, reference=reference,
                                   progress=progress)
         runs += [r.__dict__ for r in records]
         for m in methods:

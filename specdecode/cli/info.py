@@ -9,10 +9,10 @@ import json
 import torch
 from rich.table import Table
 
-from ..bench.costs import pass_times
 from ..cpu import VARIABLE, capability
 from ..load import load_target, target_engine
 from ..models import llama_cpp
+from ..models.costs import pass_times
 from ..models.default import DEFAULT_TARGET
 from ..models.linear import best_format
 from .console import make_console

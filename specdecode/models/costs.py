@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from ..models.base import CausalLM
+from .base import CausalLM
 
 
 def read_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
