@@ -222,6 +222,21 @@ def test_gamma_endpoint_is_the_analysis_module(client, alpha, c, c_hat, max_gamm
         assert p["expected_tokens"] == pytest.approx(analysis.expected_tokens(alpha, p["gamma"]))
 
 
+def test_gamma_with_the_served_engines_measured_verify_cost(client):
+    """verify=measured: the speed-up curve again with T(gamma + 1) / T(1) as measured on the served target (the toy
+    here), the best gamma under it, and /api/costs the measurement itself (made once)."""
+    costs = client.get("/api/costs").json()
+    assert costs["engine"] == "toy" and set(costs["ms"]) == {"1", "2", "4", "8", "16"} and costs["ratio"]["1"] == 1
+    assert client.get("/api/costs").json() == costs  # measured once
+    r = client.get("/api/gamma", params={"alpha": 0.7, "c": 0.05, "max_gamma": 12, "verify": "measured"}).json()
+    verify = analysis.measured_verify_cost({int(k): v for k, v in costs["ratio"].items()})
+    for p in r["points"]:
+        assert p["speedup_measured"] == pytest.approx(analysis.speedup(0.7, p["gamma"], 0.05, verify(p["gamma"] + 1)))
+    assert r["best_gamma_measured"] == analysis.best_gamma(0.7, 0.05, 12, verify)
+    assert r["engine"] == "toy" and r["best_gamma"] == analysis.best_gamma(0.7, 0.05, 12)
+    assert client.get("/api/gamma", params={"alpha": 0.7, "c": 0.05, "verify": "bogus"}).status_code == 400
+
+
 def test_live_streams_rounds_then_stats(client):
     response = client.post("/api/live", json={"prompt": "the cat", "max_tokens": 30, "temperature": 1.0, "seed": 1})
     events = sse_events(response.text)

@@ -9,6 +9,7 @@
     POST /api/toy/round           the "draft, verify, repeat" figure: one round of the toy pair
     GET  /api/draws               the "10,000 draws" figure: the rule on the worked example
     GET  /api/gamma               the "choosing gamma" figure: speed-up and extra arithmetic over gamma
+    GET  /api/costs               the served engine's measured T(k), which /api/gamma?verify=measured uses
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Literal
 
 import anyio
 from fastapi import FastAPI, Query, Request
@@ -134,12 +136,21 @@ def create_app(target: str = DEFAULT_TARGET, draft: str | None = None, dtype: st
         return figures.draws(n, seed if seed is not None else secrets.randbits(31))
 
     @app.get("/api/gamma")
-    def gamma_curve(alpha: float = Query(ge=0, le=1, allow_inf_nan=False),
-                    c: float = Query(ge=0, le=100, allow_inf_nan=False),
-                    c_hat: float | None = Query(None, ge=0, le=100, allow_inf_nan=False,
-                                                description="arithmetic cost ratio; defaults to c"),
-                    max_gamma: int = Query(20, ge=1, le=64)) -> dict:
-        return figures.gamma_table(alpha, c, c if c_hat is None else c_hat, max_gamma)
+    async def gamma_curve(alpha: float = Query(ge=0, le=1, allow_inf_nan=False),
+                          c: float = Query(ge=0, le=100, allow_inf_nan=False),
+                          c_hat: float | None = Query(None, ge=0, le=100, allow_inf_nan=False,
+                                                      description="arithmetic cost ratio; defaults to c"),
+                          max_gamma: int = Query(20, ge=1, le=64),
+                          verify: Literal["free", "measured"] = Query(
+                              "free", description="the verify pass: free (the paper) or as measured on the served "
+                              "engine (loads the models on first use)")) -> dict:
+        costs = await service.verify_costs() if verify == "measured" else None
+        return figures.gamma_table(alpha, c, c if c_hat is None else c_hat, max_gamma, costs)
+
+    @app.get("/api/costs")
+    async def costs() -> dict:
+        """The served target's measured T(k), k = 1, 2, 4, 8, 16 (measured once)."""
+        return await service.verify_costs()
 
     return app
 

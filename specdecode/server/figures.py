@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 import torch
 
-from ..analysis import best_gamma, expected_tokens, extra_arithmetic, speedup
+from ..analysis import best_gamma, expected_tokens, extra_arithmetic, measured_verify_cost, speedup
 from ..drafts.model import ModelDraft
 from ..engine import Generation, Round
 from ..rule import verify
@@ -61,14 +61,23 @@ def draws(n: int, seed: int) -> dict:
             "frequencies": [c / n for c in counts], "accepted": int(n_accepted.sum())}
 
 
-def gamma_table(alpha: float, c: float, c_hat: float, max_gamma: int) -> dict:
-    """The paper's 3.2 to 3.5 over gamma = 1 .. max_gamma."""
+def gamma_table(alpha: float, c: float, c_hat: float, max_gamma: int, costs: dict | None = None) -> dict:
+    """The paper's 3.2 to 3.5 over gamma = 1 .. max_gamma; with `costs` (the served engine's measured T(k), see
+    `Service.verify_costs`) also the speed-up with the verify pass costing T(gamma + 1) / T(1) instead of nothing."""
     points = [{"gamma": g, "expected_tokens": expected_tokens(alpha, g), "speedup": speedup(alpha, g, c),
                "extra_arithmetic": extra_arithmetic(alpha, g, c_hat)} for g in range(1, max_gamma + 1)]
     best = best_gamma(alpha, c, max_gamma)
-    return {"alpha": alpha, "c": c, "c_hat": c_hat, "max_gamma": max_gamma, "best_gamma": best,
-            "best_speedup": speedup(alpha, best, c), "best_extra_arithmetic": extra_arithmetic(alpha, best, c_hat),
-            "points": points}
+    table = {"alpha": alpha, "c": c, "c_hat": c_hat, "max_gamma": max_gamma, "best_gamma": best,
+             "best_speedup": speedup(alpha, best, c), "best_extra_arithmetic": extra_arithmetic(alpha, best, c_hat),
+             "points": points}
+    if costs is not None:
+        verify = measured_verify_cost(costs["ratio"])
+        for point in points:
+            point["speedup_measured"] = speedup(alpha, point["gamma"], c, verify(point["gamma"] + 1))
+        best_measured = best_gamma(alpha, c, max_gamma, verify)
+        table |= {"engine": costs["engine"], "verify_ms": costs["ms"], "best_gamma_measured": best_measured,
+                  "best_speedup_measured": speedup(alpha, best_measured, c, verify(best_measured + 1))}
+    return table
 
 
 async def live(job: Job, rounds: AsyncIterator[Round]) -> AsyncIterator[str]:

@@ -19,6 +19,7 @@ from ..adaptive import AdaptiveGamma
 from ..drafts.base import Draft
 from ..engine import Generation, Round
 from ..load import Target, default_draft, load_draft, load_target
+from ..models.costs import pass_times
 from ..sampling import SamplingConfig
 from .errors import APIError
 from .schemas import OpenAIRequest, Sampling
@@ -26,6 +27,9 @@ from .schemas import OpenAIRequest, Sampling
 log = logging.getLogger("specdecode.server")
 
 _DONE = object()
+
+
+COST_KS = (1, 2, 4, 8, 16)  # pass sizes whose cost the "choosing gamma" figure measures on the served engine
 
 
 @dataclass
@@ -64,6 +68,7 @@ class Service:
         self._loaded: Loaded | None = None
         self._load_lock = threading.Lock()
         self._generation_lock = threading.Lock()
+        self._costs: dict | None = None
 
     # --- the models ----------------------------------------------------------------------------------------------
 
@@ -141,6 +146,23 @@ class Service:
         generation = Generation(loaded.target.model, loaded.draft, ids, request.max_tokens, schedule, sampling,
                                 request.seed, loaded.target.tokenizer.stop_token_ids)
         return Job(loaded, generation, len(ids), gamma if loaded.draft is not None else 0)
+
+    async def verify_costs(self) -> dict:
+        """The served target's measured pass costs, T(k) for k = 1, 2, 4, 8, 16 (measured once, between
+        generations: it uses the target's cache) -> {"engine", "ms": {k: ms}, "ratio": {k: T(k) / T(1)}}."""
+        if self._costs is None:
+            loaded = await self.ready()
+            while not self._generation_lock.acquire(blocking=False):
+                await anyio.sleep(0.005)
+            try:
+                if self._costs is None:
+                    model = loaded.target.model
+                    times = await anyio.to_thread.run_sync(lambda: pass_times({"t": model}, COST_KS, repeats=3)["t"])
+                    self._costs = {"engine": loaded.target.engine, "ms": {k: t * 1e3 for k, t in times.items()},
+                                   "ratio": {k: t / times[1] for k, t in times.items()}}
+            finally:
+                self._generation_lock.release()
+        return self._costs
 
     # --- running -------------------------------------------------------------------------------------------------
 

@@ -237,6 +237,7 @@
 
   function gammaFigure() {
     const alpha = $("gamma-alpha"), c = $("gamma-c"), chart = $("gamma-chart"), best = $("gamma-best");
+    const measured = $("gamma-measured");
     let latest = 0, last = null;
 
     function render(data) {
@@ -245,7 +246,8 @@
       const bottom = 40;
       const plotW = W - left - right, plotH = H - top - bottom;
       const n = data.max_gamma;
-      const ymax = niceCeil(Math.max(...data.points.map((p) => Math.max(p.speedup, p.extra_arithmetic))) * 1.05);
+      const ymax = niceCeil(Math.max(...data.points.map((p) => Math.max(p.speedup, p.extra_arithmetic,
+        p.speedup_measured || 0))) * 1.05);
       const x = (g) => left + (n === 1 ? plotW / 2 : plotW * (g - 1) / (n - 1));
       const y = (v) => top + plotH * (1 - v / ymax);
       const root = svg("svg", {viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "xMidYMid meet"});
@@ -266,6 +268,12 @@
       const path = (key) => data.points.map((p) => `${x(p.gamma).toFixed(1)},${y(p[key]).toFixed(1)}`).join(" ");
       root.append(svg("polyline", {points: path("extra_arithmetic"), class: "extra"}));
       root.append(svg("polyline", {points: path("speedup"), class: "speedup"}));
+      const withMeasured = data.best_gamma_measured !== undefined;
+      if (withMeasured) {
+        root.append(svg("polyline", {points: path("speedup_measured"), class: "measured"}));
+        root.append(svg("circle", {cx: x(data.best_gamma_measured), cy: y(data.best_speedup_measured), r: 5,
+          class: "measured-dot"}));
+      }
       const b = data.best_gamma;
       root.append(svg("line", {x1: x(b), x2: x(b), y1: top, y2: top + plotH, class: "best"}));
       root.append(svg("circle", {cx: x(b), cy: y(data.best_speedup), r: 5, class: "best-dot"}));
@@ -279,6 +287,10 @@
       const tokens = data.points[b - 1].expected_tokens;
       $("gamma-best-detail").textContent = `: ${data.best_speedup.toFixed(2)}× faster, ` +
         `${data.best_extra_arithmetic.toFixed(2)}× the arithmetic, ${tokens.toFixed(2)} tokens per target call`;
+      $("gamma-measured-legend").hidden = !withMeasured;
+      $("gamma-measured-detail").textContent = withMeasured ? `; with ${data.engine}'s measured verify cost ` +
+        `(T(1) = ${data.verify_ms["1"].toFixed(1)} ms, T(8) = ${data.verify_ms["8"].toFixed(1)} ms): best γ = ` +
+        `${data.best_gamma_measured}, ${data.best_speedup_measured.toFixed(2)}×` : "";
     }
 
     async function update() {
@@ -286,7 +298,8 @@
       $("gamma-c-value").textContent = Number(c.value).toFixed(2);
       const ticket = ++latest;
       try {
-        const data = await getJSON(`/api/gamma?alpha=${alpha.value}&c=${c.value}&max_gamma=20`);
+        const verify = measured.checked ? "&verify=measured" : "";
+        const data = await getJSON(`/api/gamma?alpha=${alpha.value}&c=${c.value}&max_gamma=20${verify}`);
         if (ticket !== latest) return; // a newer slider position is on its way
         render(data);
         showError("gamma-error", null);
@@ -303,6 +316,7 @@
 
     alpha.addEventListener("input", update);
     c.addEventListener("input", update);
+    measured.addEventListener("change", update);
     onResize(() => { if (last) render(last); });
     for (const button of document.querySelectorAll("#gamma .presets button")) {
       button.addEventListener("click", () => set(Number(button.dataset.alpha), Number(button.dataset.c)));
