@@ -45,3 +45,23 @@ def test_training_prompts_are_deterministic_and_disjoint_from_the_bench():
     prompts = training_prompts(300, seed=0)
     assert prompts == training_prompts(300, seed=0) and len(set(prompts)) == 300
     assert not set(prompts) & {p.prompt for p in load_prompts()}
+
+
+def test_the_teachers_batched_pass_equals_the_engines_pass_on_the_same_tokens(tmp_path):
+    """The teacher runs the engine's own Llama layer over a batch: its top-k lists at every position of each document
+    equal the engine's log-softmax of a single-sequence prefill of that document (fp32; the log-probabilities are
+    stored in float16, so they agree to one float16 step)."""
+    from specdecode.distill.teacher import BatchedTeacher
+    from specdecode.models.native import load_native
+
+    directory = tiny_llama_checkpoint(tmp_path / "t", word_tokenizer([f"w{i}" for i in range(40)]), hidden=32,
+                                      layers=2)
+    model = load_native(directory, "fp32")
+    documents = [[3, 5, 7, 9, 11, 13, 2], [4, 4, 8, 15, 16, 23, 42 % 40, 1, 30, 31], [6, 7]]
+    answers = BatchedTeacher(model).score(documents, top_k=5)
+    for doc, answer in zip(documents, answers, strict=True):
+        model.rollback(0)
+        logprobs = torch.log_softmax(model.extend(torch.tensor(doc))[:-1], dim=-1)  # [len - 1, V]
+        top = logprobs.topk(5, dim=-1)
+        assert torch.equal(answer.top_ids.long(), top.indices)
+        torch.testing.assert_close(answer.top_logprobs.float(), top.values, atol=4e-3, rtol=0)
