@@ -88,8 +88,9 @@ def fmt(x, fmt=".2f", suffix=""):
 def markdown(report: dict, plots: list[str]) -> str:
     mc = report["machine"]
     lines = [f"# Bench: {report['target']} ({report['plan']})", "",
-             f"Command: `{report['command']}`  ", f"Commit {mc['commit']}, {mc['date']}; {mc['cpu']}, "
-             f"{mc['threads']} threads, {mc['dtype']}, torch {mc['torch']}; read bandwidth "
+             f"Command: `{report['command']}`  ",
+             f"Commit {mc['commit']}, {mc['date']}; {mc.get('capability', mc['cpu'])}; "
+             f"{mc['threads']} threads, dtype {mc['dtype']}, torch {mc['torch']}; read bandwidth "
              f"{mc['read_bandwidth_gb_s']:.1f} GB/s. {len(report['prompts'])} held-out prompts x "
              f"{report['max_new_tokens']} new tokens; methods alternate prompt by prompt. "
              f"Total {report['seconds'] / 60:.1f} min.", "", "## Cost of a target pass of k new tokens", "",
