@@ -19,9 +19,13 @@ def _check_alpha(alpha: float) -> None:
         raise ValueError(f"alpha must be in [0, 1], got {alpha}")
 
 
-def _check_gamma(gamma: int) -> None:
+def check_gamma(gamma, auto: bool = False) -> None:
+    """gamma (drafts per round) must be an integer >= 1 (or "auto" where `auto` allows it): ValueError otherwise."""
+    if auto and gamma == "auto":
+        return
     if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
-        raise ValueError(f"gamma must be an integer >= 1, got {gamma!r}")
+        allowed = "an integer >= 1 or 'auto'" if auto else "an integer >= 1"
+        raise ValueError(f"gamma (drafts per round) must be {allowed}, got {gamma!r}")
 
 
 def _check_cost(c: float, name: str = "c") -> None:
@@ -40,7 +44,7 @@ def beta(p: Sequence[float] | torch.Tensor, q: Sequence[float] | torch.Tensor) -
 def expected_tokens(alpha: float, gamma: int) -> float:
     """E[tokens per target call] = (1 - alpha^(gamma+1)) / (1 - alpha); gamma + 1 at alpha = 1 (paper 3.2)."""
     _check_alpha(alpha)
-    _check_gamma(gamma)
+    check_gamma(gamma)
     if alpha == 1:
         return gamma + 1.0
     return (1 - alpha ** (gamma + 1)) / (1 - alpha)
@@ -69,7 +73,7 @@ def best_gamma(alpha: float, c: float, max_gamma: int = 32, verify_cost=None) ->
 
     verify_cost: None (the paper: 1 for every gamma) or a function k -> T(k) / T(1).
     """
-    _check_gamma(max_gamma)
+    check_gamma(max_gamma)
     cost = verify_cost or (lambda k: 1.0)
     return max(range(1, max_gamma + 1), key=lambda g: (speedup(alpha, g, c, cost(g + 1)), -g))
 
@@ -95,17 +99,23 @@ def measured_verify_cost(ratio: dict[int, float]):
     return cost
 
 
-def alpha_from_stats(stats) -> float:
-    """Estimate alpha from a run's counters: accepted / (accepted + rejected).
+def acceptance_rate(accepted: int, rejected: int) -> float | None:
+    """alpha estimated from counts of draft decisions: accepted / (accepted + rejected); None without any.
 
     Each time the rule looks at a drafted token is one Bernoulli trial with success probability alpha (the paper's
     i.i.d. model); drafts after a rejection are never looked at, so they are not trials. This is the maximum
     likelihood estimate under that model.
     """
-    trials = stats.tokens_accepted + stats.rejections
-    if trials == 0:
+    trials = accepted + rejected
+    return accepted / trials if trials else None
+
+
+def alpha_from_stats(stats) -> float:
+    """`acceptance_rate` of a run's counters (tokens_accepted, rejections); an error when it made no decision."""
+    alpha = acceptance_rate(stats.tokens_accepted, stats.rejections)
+    if alpha is None:
         raise ValueError("the run made no draft decisions (no drafted tokens): alpha cannot be estimated")
-    return stats.tokens_accepted / trials
+    return alpha
 
 
 # Table 2 of the paper: T5-XXL (11B) target on one TPU-v4, batch 1; drafts T5-small (77M), T5-base (250M) and

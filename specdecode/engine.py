@@ -18,7 +18,7 @@ from typing import Literal
 import torch
 
 from .adaptive import AdaptiveGamma
-from .analysis import alpha_from_stats
+from .analysis import acceptance_rate, check_gamma
 from .drafts.base import Draft, Proposal
 from .drafts.model import ModelDraft
 from .models.base import CausalLM
@@ -76,8 +76,8 @@ class GenerationStats:
 
     @property
     def alpha(self) -> float | None:
-        """Measured acceptance rate (see `analysis.alpha_from_stats`); None when no draft was ever judged."""
-        return alpha_from_stats(self) if self.tokens_accepted + self.rejections else None
+        """Measured acceptance rate (`analysis.acceptance_rate`); None when no draft was ever judged."""
+        return acceptance_rate(self.tokens_accepted, self.rejections)
 
     @property
     def tokens_per_target_call(self) -> float:
@@ -169,8 +169,8 @@ class Generation:
                     AdaptiveGamma.reproducible(slope=getattr(target, "verify_slope", 0.06))
             if isinstance(gamma, AdaptiveGamma):
                 self.controller, gamma = gamma, gamma.max_gamma
-            elif isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
-                raise ValueError(f"gamma (drafts per round) must be an integer >= 1 or 'auto', got {gamma!r}")
+            else:
+                check_gamma(gamma, auto=True)
             if draft.vocab_size != target.vocab_size:
                 raise ValueError(
                     f"target and draft vocabularies differ in size: target {target.vocab_size}, "

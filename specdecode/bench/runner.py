@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
+from ..analysis import acceptance_rate
 from ..sampling import SamplingConfig
 from .methods import Method, Outcome
 
@@ -59,6 +60,6 @@ def summarize(records: list[Record], method: str) -> dict:
     same = [r.identical_to_reference for r in mine if r.identical_to_reference is not None]
     return {"method": method, "prompts": len(mine), "new_tokens": tokens, "seconds": seconds,
             "tokens_per_second": tokens / seconds if seconds else 0.0,
-            "alpha": accepted / (accepted + rejected) if accepted + rejected else None,
+            "alpha": acceptance_rate(accepted, rejected),
             "tokens_per_target_call": tokens / calls if calls else None,
             "identical": f"{sum(same)}/{len(same)}" if same else None}

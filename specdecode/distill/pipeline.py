@@ -13,6 +13,7 @@ import torch
 from safetensors.torch import save_file
 from tqdm import tqdm
 
+from ..analysis import acceptance_rate
 from ..drafts.ngram import NgramTable
 from ..engine import generate
 from ..load import OUTPUT_VOCABULARY, Target, load_draft
@@ -106,7 +107,7 @@ def evaluate(target: Target, draft_dir: Path, n_prompts: int, max_new_tokens: in
             accepted, rejected = accepted + s.tokens_accepted, rejected + s.rejections
             draft_calls, target_calls = draft_calls + s.draft_calls, target_calls + s.target_calls
             draft_s, target_s = draft_s + s.draft_seconds, target_s + s.target_seconds
-        result[name] = {"alpha": accepted / max(accepted + rejected, 1), "prompts": len(prompts)}
+        result[name] = {"alpha": acceptance_rate(accepted, rejected) or 0.0, "prompts": len(prompts)}
         result[name]["c"] = (draft_s / draft_calls) / (target_s / target_calls) if draft_calls else None
     return result
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import anyio
 
 from ..adaptive import AdaptiveGamma
+from ..analysis import check_gamma
 from ..drafts.base import Draft
 from ..engine import Generation, Round
 from ..load import Target, default_draft, load_draft, load_target
@@ -56,8 +57,7 @@ class Job:
 class Service:
     def __init__(self, target: str, draft: str | None, dtype: str, engine: str, gamma: int | str,
                  max_prompt_tokens: int, max_tokens: int):
-        if gamma != "auto" and (isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1):
-            raise ValueError(f"gamma must be an integer >= 1 or 'auto', got {gamma!r}")
+        check_gamma(gamma, auto=True)
         if max_prompt_tokens < 1 or max_tokens < 1:
             raise ValueError("max_prompt_tokens and max_tokens must be >= 1")
         self.target_spec, self.draft_spec, self.dtype, self.engine = target, draft, dtype, engine
@@ -112,13 +112,7 @@ class Service:
     def encode(self, loaded: Loaded, text: str | None = None, messages: list[dict] | None = None) -> list[int]:
         """Prompt ids of raw text, or of chat messages (through the chat template; joined words for the toy)."""
         tokenizer = loaded.target.tokenizer
-        if messages is not None:
-            if hasattr(tokenizer, "encode_chat"):
-                ids = tokenizer.encode_chat(messages)
-            else:
-                ids = tokenizer.encode(" ".join(m["content"] for m in messages))
-        else:
-            ids = tokenizer.encode(text, chat=False)
+        ids = tokenizer.encode_chat(messages) if messages is not None else tokenizer.encode(text, chat=False)
         if not ids:
             raise APIError("the prompt is empty", param="messages" if messages is not None else "prompt")
         if len(ids) > self.max_prompt_tokens:
