@@ -19,23 +19,36 @@ def word_tokenizer(words: list[str]):
     return PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>", eos_token="</s>")
 
 
-def tiny_llama_checkpoint(directory: Path, tokenizer, hidden: int = 64, layers: int = 2, seed: int = 0,
-                          scale: float = 4.0) -> Path:
-    """Save a random Llama sized for `tokenizer` (logits sharpened by `scale`) with it to `directory`."""
+def tiny_llama(vocab_size: int = 16, seed: int = 0, layers: int = 2, hidden: int = 32, max_positions: int = 128,
+               scale: float = 1.0, tied: bool = False, eos_token_id: int | None = None):
+    """A random Llama (4 heads, 2 KV heads) whose output head is sharpened by `scale`, so that continuations are not
+    nearly uniform (the shared embedding when `tied`)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
+    config = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
                          num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=1024, tie_word_embeddings=True,
-                         eos_token_id=tokenizer.eos_token_id)
+                         max_position_embeddings=max_positions, tie_word_embeddings=tied, eos_token_id=eos_token_id)
     model = LlamaForCausalLM(config).eval()
     with torch.no_grad():
-        model.model.embed_tokens.weight.mul_(scale)
+        model.get_output_embeddings().weight.mul_(scale)
+    return model
+
+
+def save_model(model, tokenizer, directory: Path) -> Path:
+    """A checkpoint directory: the model's config and safetensors beside the tokenizer's files."""
     directory.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
+
+
+def tiny_llama_checkpoint(directory: Path, tokenizer, hidden: int = 64, layers: int = 2, seed: int = 0,
+                          scale: float = 4.0) -> Path:
+    """Save a random Llama sized for `tokenizer` (logits sharpened by `scale`) with it to `directory`."""
+    model = tiny_llama(len(tokenizer), seed, layers, hidden, max_positions=1024, scale=scale, tied=True,
+                       eos_token_id=tokenizer.eos_token_id)
+    return save_model(model, tokenizer, directory)
 
 
 def tiny_pair(directory: Path, texts: list[str]) -> tuple[Path, Path]:
