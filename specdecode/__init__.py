@@ -21,12 +21,13 @@ from .engine import Generation, GenerationResult, GenerationStats, Round, genera
 from .models import CausalLM
 from .rule import output_distribution, residual, verify, verify_greedy
 from .sampling import GREEDY, SamplingConfig, adjust, sample
+from .tokenizer import Tokenizer
 
 __version__ = "0.1.0"
 
 __all__ = [
     "GREEDY", "CausalLM", "Draft", "Generation", "GenerationResult", "GenerationStats", "ModelDraft", "Proposal",
-    "Round", "SamplingConfig", "adjust", "alpha_from_stats", "best_gamma", "beta", "expected_tokens",
+    "Round", "SamplingConfig", "Tokenizer", "adjust", "alpha_from_stats", "best_gamma", "beta", "expected_tokens",
     "extra_arithmetic", "generate", "generate_plain", "output_distribution", "residual", "sample", "speedup", "verify",
     "verify_greedy",
 ]

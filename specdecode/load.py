@@ -29,13 +29,13 @@ from .models.default import DEFAULT_TARGET, default_model_dir, gguf_path
 from .models.hf import HFCausalLM, load_hf_model, parse_dtype
 from .models.linear import format_for
 from .models.native import NativeLlama, UnsupportedModel, load_native
-from .tokenizer import TextTokenizer, check_compatible
+from .tokenizer import TextTokenizer, Tokenizer, check_compatible
 from .toy import ToyTokenizer, bigram_pair
 
 ENGINES = ("auto", "native", "transformers", "llama.cpp")
 DTYPES = ("auto", "bfloat16", "float32", "int8")
-DRAFT_KINDS = ("trained (the shipped draft)", "prompt-lookup", "bigram [FILE] (or bigram:FILE)", "unigram [FILE]",
-               "lookup+DRAFT (prompt lookup when the text repeats, else DRAFT)", "none", "toy", "a model directory")
+DRAFT_NAMES = ("trained", "prompt-lookup", "bigram[:FILE]", "unigram[:FILE]", "lookup+DRAFT", "none", "toy",
+               "a model directory")
 DATA = Path(__file__).parent / "data"
 SHIPPED_DRAFT = DATA / "smollm2-draft"  # distilled from SmolLM2-135M-Instruct by `specdecode train-draft`
 OUTPUT_VOCABULARY = "output_vocabulary.safetensors"  # a draft's optional output restriction (see train-draft)
@@ -48,7 +48,7 @@ DEFAULT_DISPLAY = "SmolLM2-135M-Instruct"
 @dataclass
 class Target:
     model: CausalLM
-    tokenizer: TextTokenizer | ToyTokenizer
+    tokenizer: Tokenizer
     engine: str  # which implementation runs it: "toy", "native", "transformers" or "llama.cpp"
     name: str
     source: Path | None = None  # the checkpoint directory (for a GGUF target: its converted copy, if any)
@@ -243,7 +243,7 @@ def load_draft(spec: str | list[str], target: Target, dtype: str = "auto", looku
     else:
         parts = list(spec)
     if not parts or len(parts) > 2:
-        raise ValueError(f"--draft takes one of: {', '.join(DRAFT_KINDS)}")
+        raise ValueError(f"a draft is named by one of: {', '.join(DRAFT_NAMES)}")
     if parts[0].startswith("lookup+"):
         fallback = load_draft([parts[0].removeprefix("lookup+"), *parts[1:]], target, dtype, lookup_ngram, engine)
         if fallback is None or fallback.name == "prompt-lookup" or parts[0] == "lookup+toy":
@@ -254,15 +254,15 @@ def load_draft(spec: str | list[str], target: Target, dtype: str = "auto", looku
     if kind in ("unigram", "bigram"):
         if not arg:
             if target.name != DEFAULT_DISPLAY or not SHIPPED_NGRAM.is_file():
-                raise ValueError(f"--draft {kind} needs a table file for this target: --draft {kind} FILE "
+                raise ValueError(f"the {kind} draft needs a table file for this target, as {kind}:FILE "
                                  "(build one with `specdecode ngram build`)")
             arg = str(SHIPPED_NGRAM)
         table = NgramTable.load(arg)
-        if isinstance(target.tokenizer, TextTokenizer) and table.tokenizer != target.tokenizer.fingerprint():
+        if table.tokenizer != target.tokenizer.fingerprint():
             raise ValueError(f"the n-gram table {arg!r} was built with a different tokenizer than the target's")
         return NgramDraft(table, 1 if kind == "unigram" else 2, vocab_size)
     if arg is not None:
-        raise ValueError(f"--draft {kind} takes no file argument")
+        raise ValueError(f"the {kind} draft takes no file")
     if kind == "none":
         return None
     if kind == "prompt-lookup":

@@ -1,4 +1,5 @@
-"""Text <-> token ids for the command line and the server: a thin layer over a transformers tokenizer.
+"""Text <-> token ids for the command line and the server: the `Tokenizer` protocol, and `TextTokenizer`, a thin
+layer over a transformers tokenizer (the toy pair's `ToyTokenizer` is the other implementation).
 
 Also the compatibility check a draft model must pass: the same token for the same id wherever both vocabularies
 have it, and no draft id the target lacks.
@@ -7,10 +8,42 @@ have it, and no draft id the target lacks.
 from __future__ import annotations
 
 import hashlib
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """What the command line, the server and the drafts need of a target's tokenizer."""
+
+    stop_token_ids: list[int]  # generation ends after any of these
+
+    def encode(self, text: str, chat: bool = True) -> list[int]:
+        """Prompt ids of text; with chat=True as one user turn through the chat template, where there is one."""
+        ...
+
+    def encode_chat(self, messages: list[dict]) -> list[int]:
+        """Prompt ids of chat messages ({"role", "content"}), awaiting the assistant's answer."""
+        ...
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str: ...
+
+    def piece(self, token: int) -> str:
+        """One token as text, for showing rounds (special tokens shown as themselves)."""
+        ...
+
+    def fingerprint(self) -> str:
+        """A short hash of the vocabulary, to check that a saved n-gram table belongs to this tokenizer."""
+        ...
+
+
+def vocabulary_fingerprint(vocab: dict[str, int]) -> str:
+    """A short hash of a vocabulary (token string -> id)."""
+    items = sorted(vocab.items(), key=lambda kv: kv[1])
+    return hashlib.sha256("\n".join(f"{i}\t{t}" for t, i in items).encode()).hexdigest()[:16]
 
 
 class TextTokenizer:
-    """Wraps a transformers tokenizer: prompt encoding (with the chat template), decoding, stop tokens."""
+    """A `Tokenizer` over a transformers tokenizer: prompt encoding (with the chat template), decoding, stop tokens."""
 
     def __init__(self, hf_tokenizer, generation_eos: int | list[int] | None = None):
         self.hf = hf_tokenizer
@@ -48,9 +81,7 @@ class TextTokenizer:
         return self.hf.decode([token], skip_special_tokens=False)
 
     def fingerprint(self) -> str:
-        """A short hash of the vocabulary, to check that a saved n-gram table belongs to this tokenizer."""
-        items = sorted(self.vocab.items(), key=lambda kv: kv[1])
-        return hashlib.sha256("\n".join(f"{i}\t{t}" for t, i in items).encode()).hexdigest()[:16]
+        return vocabulary_fingerprint(self.vocab)
 
 
 def check_compatible(target: TextTokenizer, draft: TextTokenizer, target_vocab_size: int,

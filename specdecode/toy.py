@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from .tokenizer import vocabulary_fingerprint
+
 WORDS = ("the", "cat", "dog", "fish", "sat", "ran", "on", "mat")
 
 # Hand-written preferences (row: previous word, column: next word) that read like a children's book.
@@ -59,7 +61,8 @@ class BigramLM:
 
 
 class ToyTokenizer:
-    """Words <-> ids for the eight-word vocabulary (whitespace-separated); the `TextTokenizer` interface."""
+    """A `Tokenizer` for the eight-word vocabulary (whitespace-separated words; no chat template: chat messages are
+    their contents joined)."""
 
     stop_token_ids: list[int] = []
     has_chat_template = False
@@ -68,11 +71,17 @@ class ToyTokenizer:
         self.words = words
         self.vocab = {w: i for i, w in enumerate(words)}
 
-    def encode(self, text: str, chat: bool = False) -> list[int]:
+    def encode(self, text: str, chat: bool = True) -> list[int]:
         unknown = [w for w in text.split() if w not in self.vocab]
         if unknown:
             raise ValueError(f"unknown word {unknown[0]!r}: the toy vocabulary is {' '.join(self.words)}")
         return [self.vocab[w] for w in text.split()]
+
+    def encode_chat(self, messages: list[dict]) -> list[int]:
+        return self.encode(" ".join(m["content"] for m in messages))
+
+    def fingerprint(self) -> str:
+        return vocabulary_fingerprint(self.vocab)
 
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
         return "".join(self.piece(i) for i in ids)

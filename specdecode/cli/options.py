@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from ..load import DRAFT_KINDS, DTYPES, ENGINES
+from ..load import DTYPES, ENGINES
 from ..models.default import DEFAULT_TARGET
+
+DRAFT_KINDS = ("trained (the shipped draft)", "prompt-lookup", "bigram [FILE] (or bigram:FILE)",
+               "unigram [FILE]", "lookup+DRAFT (prompt lookup when the text repeats, else DRAFT)", "none", "toy",
+               "a model directory")
 
 
 def gamma_arg(text: str) -> int | str:
@@ -22,7 +26,8 @@ def add_model_options(p: argparse.ArgumentParser, gamma_help: str) -> None:
     p.add_argument("--target", default=DEFAULT_TARGET,
                    help=f"'{DEFAULT_TARGET}' (default), 'toy', or a transformers model directory")
     p.add_argument("--draft", default=None, metavar="DRAFT",
-                   help=f"one of: {', '.join(DRAFT_KINDS)} (default for smollm2: lookup+trained, i.e. "
+                   help=f"one of: {', '.join(DRAFT_KINDS)} (default for smollm2 on llama.cpp: prompt-lookup; on the "
+                   "torch engines lookup+trained, i.e. "
                    "prompt lookup when the text repeats, else the shipped trained draft; prompt-lookup for other "
                    "targets; toy for the toy target)")
     p.add_argument("--gamma", type=gamma_arg, default="auto", help=gamma_help)
