@@ -103,3 +103,18 @@ def test_measured_verify_costs_interpolate_and_extend_along_the_last_segment():
     assert cost(20) == pytest.approx(8.6 + 4 * 0.5)  # beyond 16: the 4..16 slope, 0.5 per token
     with pytest.raises(ValueError, match="k = 1"):
         analysis.measured_verify_cost({2: 1.1})
+
+
+def test_method_specs_are_parsed_before_anything_is_built(capsys):
+    from specdecode.bench.suite import MethodSpec
+
+    assert MethodSpec.parse("spec:lookup+trained:auto@native") == MethodSpec("spec", "lookup+trained", "auto", "native")
+    assert MethodSpec.parse("spec:bigram:/x/t.safetensors:2") == MethodSpec("spec", "bigram:/x/t.safetensors", 2)
+    assert MethodSpec.parse("llama.cpp-lookup") == MethodSpec("llama.cpp-lookup", "10")
+    assert MethodSpec.parse("plain@llama.cpp") == MethodSpec("plain", engine="llama.cpp")
+    for bad in ("nonsense", "spec:trained:0", "spec:trained:many", "hf-lookup:x", "hf-assisted"):
+        with pytest.raises(ValueError, match="bench method"):
+            MethodSpec.parse(bad)
+    assert main(["bench", "--target", "toy", "--methods", "plain,spec:toy:zero", "--out", "/nonexistent"]) == 2
+    err = capsys.readouterr().err
+    assert "spec:toy:zero" in err and len(err.strip().splitlines()) == 1

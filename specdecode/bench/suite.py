@@ -77,41 +77,65 @@ def quick_plans(directory: Path) -> list[Plan]:
     return [toy, tiny]
 
 
+@dataclass(frozen=True)
+class MethodSpec:
+    """A method spec string, parsed (see the module docstring)."""
+
+    kind: str  # plain, plain-hf, hf, hf-lookup, hf-assisted, llama.cpp, llama.cpp-lookup or spec
+    arg: str = ""  # N (lookup tokens), a draft checkpoint (hf-assisted) or a draft name (spec)
+    gamma: int | str | None = None  # spec only: an integer >= 1 or "auto"
+    engine: str | None = None  # ours only: the engine named after @, None for the one `auto` picks
+
+    @classmethod
+    def parse(cls, spec: str) -> MethodSpec:
+        text, _, engine = spec.partition("@")
+        kind, _, rest = text.partition(":")
+        if kind not in ("plain", "plain-hf", "hf", "hf-lookup", "hf-assisted", "llama.cpp", "llama.cpp-lookup", "spec"):
+            raise ValueError(f"unknown bench method {spec!r}")
+        if kind in ("hf-lookup", "llama.cpp-lookup"):
+            if rest and not rest.isdigit():
+                raise ValueError(f"bench method {spec!r}: the lookup length must be a whole number")
+            return cls(kind, rest or "10", engine=engine or None)
+        if kind == "spec":
+            draft, _, gamma = rest.rpartition(":")
+            if not draft or not (gamma == "auto" or gamma.isdigit() and int(gamma) >= 1):
+                raise ValueError(f"bench method {spec!r}: write spec:DRAFT:GAMMA, GAMMA an integer >= 1 or auto")
+            return cls(kind, draft, gamma if gamma == "auto" else int(gamma), engine or None)
+        if kind == "hf-assisted" and not rest:
+            raise ValueError(f"bench method {spec!r}: write hf-assisted:DRAFT_DIR")
+        return cls(kind, rest, engine=engine or None)
+
+
 def build_methods(specs: list[str], target_for) -> list[Method]:
-    """target_for(engine or None) -> the plan's target on that engine (None: the engine `auto` picks)."""
+    """target_for(engine or None) -> the plan's target on that engine (None: the engine `auto` picks). Every spec is
+    parsed before any model is built, so a bad one fails first."""
     methods = []
-    for spec in specs:
-        spec, _, engine = spec.partition("@")
-        target = target_for(engine or None)
+    for spec in [MethodSpec.parse(s) for s in specs]:
+        target = target_for(spec.engine)
         stops = target.tokenizer.stop_token_ids
-        kind, _, rest = spec.partition(":")
-        if kind == "plain":
+        if spec.kind == "plain":
             methods.append(ours(f"ours plain ({target.engine})", target.model, None, 0, stops, target.engine))
-        elif kind == "plain-hf":
+        elif spec.kind == "plain-hf":
             methods.append(ours("ours plain (transformers)", HFCausalLM(target.transformers_model()), None, 0, stops,
                                 "transformers"))
-        elif kind == "hf":
+        elif spec.kind == "hf":
             methods.append(transformers_generate("transformers generate", target.transformers_model(), stops))
-        elif kind == "hf-lookup":
-            methods.append(transformers_generate(f"transformers prompt lookup {rest or 10}",
-                                                 target.transformers_model(), stops,
-                                                 prompt_lookup_num_tokens=int(rest or 10)))
-        elif kind == "hf-assisted":
-            assistant = load_hf_model(resolve_checkpoint(rest), parse_dtype(target.dtype))[0]
+        elif spec.kind == "hf-lookup":
+            methods.append(transformers_generate(f"transformers prompt lookup {spec.arg}", target.transformers_model(),
+                                                 stops, prompt_lookup_num_tokens=int(spec.arg)))
+        elif spec.kind == "hf-assisted":
+            assistant = load_hf_model(resolve_checkpoint(spec.arg), parse_dtype(target.dtype))[0]
             methods.append(transformers_generate("transformers assisted", target.transformers_model(), stops,
                                                  assistant_model=assistant))
-        elif kind in ("llama.cpp", "llama.cpp-lookup"):
+        elif spec.kind in ("llama.cpp", "llama.cpp-lookup"):
             gguf = str(target_for("llama.cpp").model.path)
-            n = int(rest or 10) if kind == "llama.cpp-lookup" else 0
+            n = int(spec.arg) if spec.kind == "llama.cpp-lookup" else 0
             methods.append(llama_cpp_generate(f"llama.cpp prompt lookup {n}" if n else "llama.cpp plain", gguf,
                                               stops, torch.get_num_threads(), n))
-        elif kind == "spec":
-            draft_spec, _, gamma = rest.rpartition(":")
-            draft = load_draft(draft_spec, target, target.dtype)
-            methods.append(ours(f"ours {draft_label(draft.name)} gamma {gamma} ({target.engine})", target.model,
-                                draft, gamma if gamma == "auto" else int(gamma), stops, target.engine))
-        else:
-            raise ValueError(f"unknown bench method {spec!r}")
+        else:  # spec
+            draft = load_draft(spec.arg, target, target.dtype)
+            methods.append(ours(f"ours {draft_label(draft.name)} gamma {spec.gamma} ({target.engine})", target.model,
+                                draft, spec.gamma, stops, target.engine))
     return methods
 
 
@@ -140,6 +164,8 @@ def _machine(dtype: str) -> dict:
 def run_plan(plan: Plan, progress: bool = True) -> dict:
     """Every raw figure of one plan, as a JSON-able dict."""
     started = time.perf_counter()
+    for spec in plan.greedy + plan.sampled:  # a bad spec fails before any model is loaded
+        MethodSpec.parse(spec)
     target = load_target(plan.target, plan.dtype)
     machine = _machine(plan.dtype)
     loaded = {target.engine: target}

@@ -25,8 +25,9 @@ def add_parser(sub) -> None:
         "bench", help="ours vs transformers' generate / assisted generation, predicted vs measured speed-ups",
         description="Runs every method on the same held-out prompts, alternating their order prompt by prompt, "
         "after measuring the cost of target passes of k tokens. Writes report.json, report.md and plots.",
-        epilog="Method specs for --methods: plain, plain-hf, hf, hf-lookup:N, hf-assisted:DRAFT_DIR, "
-        "spec:DRAFT:GAMMA (GAMMA an integer or auto; DRAFT as for generate --draft).")
+        epilog="Method specs for --methods: plain, plain-hf, hf, hf-lookup:N, hf-assisted:DRAFT_DIR, llama.cpp, "
+        "llama.cpp-lookup:N, spec:DRAFT:GAMMA (GAMMA an integer or auto; DRAFT as for generate --draft); ours may "
+        "name its engine, as plain@native or spec:prompt-lookup:auto@llama.cpp.")
     p.add_argument("--quick", action="store_true", help="a smoke run on the toy pair and a tiny random model (CI)")
     p.add_argument("--engine-steps", action="store_true",
                    help="only the native engine's speed work, step by step (writes native_steps.md)")
