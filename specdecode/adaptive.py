@@ -57,9 +57,12 @@ class AdaptiveGamma:
         return self._accepted / (self._accepted + self._rejected)
 
     def target_time(self, k: int) -> float:
-        """Estimated seconds of a target pass of k tokens (1.0 per pass until measured: the paper's assumption)."""
+        """Estimated time of a target pass of k tokens: in units of T(1) with fixed costs or until measured (the
+        prior line 1 + slope (k - 1)), then in seconds from the fitted line."""
+        if self.fixed_costs is not None:
+            return 1.0 + self.fixed_costs[0] * (k - 1)
         if self._n == 0:
-            return 1.0
+            return 1.0 + self.prior_slope * (k - 1)
         mean_k, mean_t = self._sk / self._n, self._st / self._n
         var_k = self._skk / self._n - mean_k**2
         slope = max(0.0, (self._skt / self._n - mean_k * mean_t) / var_k) if var_k > 1e-9 else 0.0

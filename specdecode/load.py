@@ -7,7 +7,8 @@
             "llama.cpp" runs a GGUF file as shipped (the default target's, or a FILE.gguf target)
     dtype:  "auto" (the best weight format for this CPU: models/linear.py), "bfloat16", "float32", "int8"
 
-SPECDECODE_ENGINE and SPECDECODE_DTYPE, when set, replace "auto": CI forces each path with them on any machine.
+SPECDECODE_ENGINE and SPECDECODE_DTYPE, when set, stand for "auto" as preferences (a model the preferred engine
+cannot run falls back as auto would): CI forces each path with them on any machine.
 """
 
 from __future__ import annotations

@@ -113,3 +113,13 @@ def test_fixed_costs_settle_on_the_papers_best_gamma():
     controller = AdaptiveGamma(max_gamma=12, fixed_costs=(0.0, 0.05))
     chosen = simulate(controller, 0.8, lambda k: 123.0, 9.0, rounds=3000)[-1000:]  # the timings are ignored
     assert collections.Counter(chosen).most_common(1)[0][0] == analysis.best_gamma(0.8, 0.05, max_gamma=12)
+
+
+def test_the_verify_cost_it_assumes_before_measuring_is_the_engines_line():
+    """Before any pass is timed (and always with fixed costs) T(k) is 1 + slope (k - 1): on an engine whose verify
+    pass costs nearly k passes (llama.cpp on 2 cores, slope 0.6) the first round does not draft 10 tokens."""
+    steep, flat = AdaptiveGamma(max_gamma=10, prior_slope=0.6), AdaptiveGamma(max_gamma=10, prior_slope=0.0)
+    assert steep.target_time(5) == pytest.approx(1 + 0.6 * 4) and flat.target_time(5) == 1.0
+    assert steep.choose() == 0 and flat.choose() == 10
+    fixed = AdaptiveGamma.reproducible(slope=0.6)
+    assert fixed.target_time(3) == pytest.approx(2.2) and fixed.choose() == 0
