@@ -36,8 +36,8 @@ def run(args: argparse.Namespace) -> int:
     cpu = capability()
     fmt = best_format(cpu)
     why = ("the CPU has native bf16 matmuls: prepacked bf16 through oneDNN, batch invariant" if fmt == "bf16-onednn"
-           else "no native bf16 matmuls: int8 weights with bf16 activations (fastest measured on AVX2), batch "
-           "invariant")
+           else "no native bf16 matmuls: int8 weights with bf16 activations, the fastest batch-invariant format "
+           "measured on AVX2")
     report = {"cpu": cpu.cpu, "flags": list(cpu.flags), "torch_kernels": cpu.isa, "native_bf16": cpu.bf16_matmul,
               "forced": cpu.forced, "threads": torch.get_num_threads(), "torch": torch.__version__,
               "engine": target_engine(args.target), "native_format": fmt, "native_format_why": why,

@@ -45,8 +45,9 @@ def check_format(fmt: str, cpu: Capability) -> None:
 
 def best_format(cpu: Capability) -> str:
     """bf16-onednn where the CPU has native bf16 matmuls (AVX-512 BF16, AMX, AVX-NE-CONVERT): measured fastest and
-    batch invariant there. Elsewhere int8: the fastest measured on AVX2 (bf16 is emulated, fp32 reads 4x the bytes)
-    and batch invariant, so greedy speculation still equals plain decoding."""
+    batch invariant there. Elsewhere int8: the fastest batch-invariant format measured on AVX2 (twice fp32's speed;
+    emulated bf16 is faster for one row but grows linearly with the rows and is not invariant), so greedy speculation
+    still equals plain decoding and a verify pass of 4 tokens costs what one does (docs/engines.md)."""
     return "bf16-onednn" if cpu.bf16_matmul else "int8"
 
 
