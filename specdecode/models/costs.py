@@ -11,6 +11,7 @@ import time
 
 import torch
 
+from ..cpu import torch_threads
 from .base import CausalLM
 
 
@@ -31,7 +32,8 @@ def _timed(fn) -> float:
 def pass_times(models: dict[str, CausalLM], ks=(1, 2, 4, 8, 16), context: int = 64, repeats: int = 9
                ) -> dict[str, dict[int, float]]:
     """Median seconds of one pass of k new tokens after `context` cached tokens, per model; models and k values
-    alternate in every repeat so that drift in the machine's speed hits them all alike."""
+    alternate in every repeat so that drift in the machine's speed hits them all alike. Each model runs with torch on
+    the threads it asks for (`torch_threads`: one beside llama.cpp), as generation runs it."""
     samples: dict[str, dict[int, list[float]]] = {name: {k: [] for k in ks} for name in models}
     for model in models.values():
         model.rollback(0)
@@ -42,7 +44,8 @@ def pass_times(models: dict[str, CausalLM], ks=(1, 2, 4, 8, 16), context: int = 
         for k in ks:
             for name, model in models.items():
                 tokens = torch.arange(2000, 2000 + k) % model.vocab_size
-                samples[name][k].append(_timed(lambda m=model, t=tokens: m.extend(t)))
+                with torch_threads(getattr(model, "torch_threads", None)):  # each engine as it runs (llama.cpp)
+                    samples[name][k].append(_timed(lambda m=model, t=tokens: m.extend(t)))
                 model.rollback(context)
     return {name: {k: statistics.median(v) for k, v in per_k.items()} for name, per_k in samples.items()}
 
