@@ -157,7 +157,7 @@ def target_engine(name: str, engine: str = "auto", dtype: str = "auto") -> str:
     """The engine asked for, with "auto" resolved by the rule:
 
     llama.cpp for a target that ships as a GGUF file (the default target, a FILE.gguf) when llama-cpp-python loads:
-    its 1-token pass is 2.7x faster than the native engine's here (8.6 against 23.5 ms; 28.8 ms for int8 on AVX2),
+    its 1-token pass is 2.7x faster than the native engine's here (8.4 against 22.3 ms; 28 ms for int8 on AVX2),
     and built as bin/bootstrap builds it, its k-token passes are bitwise its 1-token passes (`load_target` checks
     that, and falls back to native if not), unless a dtype is asked for: llama.cpp runs the file's own types.
     Otherwise native where the architecture allows, else transformers."""
