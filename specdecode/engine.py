@@ -23,7 +23,7 @@ from .drafts.base import Draft, Proposal
 from .drafts.model import ModelDraft
 from .models.base import CausalLM
 from .rule import verify, verify_greedy
-from .sampling import SamplingConfig, adjust
+from .sampling import SamplingConfig, adjust, check_logits
 
 StopReason = Literal["length", "stop_token", "context"]
 
@@ -158,6 +158,9 @@ class Generation:
         self.prompt = _check_prompt(prompt_ids, target)
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+        if draft is not None and (draft is target or getattr(draft, "model", None) is target):
+            raise ValueError("the draft is the target model itself: the two would share one cache; load a second "
+                             "copy of the model to draft with it")
         if draft is not None and not hasattr(draft, "propose"):  # (cheaper than isinstance on a Protocol)
             if not isinstance(draft, CausalLM):
                 raise ValueError(f"draft must be a Draft or a CausalLM, got {type(draft).__name__}")
@@ -214,6 +217,7 @@ class Generation:
                 drafted = proposal.tokens.tolist()
                 logits = target.extend(torch.tensor([context[-1], *drafted], dtype=torch.int64))  # [g+1, V]
                 if self.sampling.greedy:  # the same rule with p a point mass, without building p
+                    check_logits(logits)
                     n_accepted, next_token = verify_greedy(logits, proposal.tokens)
                 else:
                     p = adjust(logits, self.sampling)

@@ -12,6 +12,17 @@ from dataclasses import dataclass
 
 import torch
 
+MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-2, 1e2  # beyond these a temperature is numerically greedy or uniform
+
+
+def check_logits(logits: torch.Tensor) -> None:
+    """Logits may be -inf (a token ruled out), never NaN or +inf, and not -inf for every token of a row: those make
+    every probability NaN, and a draw from NaNs would silently return the last token id. (One reduction: a row's
+    maximum is finite exactly when the row is usable, since the maximum propagates NaN.)"""
+    if not bool(torch.isfinite(logits.amax(dim=-1)).all()):
+        raise ValueError("the model returned NaN or +infinity logits (or ruled out every token): no distribution to "
+                         "sample from")
+
 
 @dataclass(frozen=True)
 class SamplingConfig:
@@ -30,6 +41,10 @@ class SamplingConfig:
         t = self.temperature
         if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t < 0:
             raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {t!r}")
+        if t != 0 and not MIN_TEMPERATURE <= t <= MAX_TEMPERATURE:
+            # 1e-39 overflows float32 logits to infinities (NaN probabilities); 1e300 flattens them to uniform
+            raise ValueError(f"temperature must be 0 (greedy) or between {MIN_TEMPERATURE:g} and {MAX_TEMPERATURE:g}, "
+                             f"got {t!r}")
         if self.top_k is not None and (isinstance(self.top_k, bool) or not isinstance(self.top_k, int)
                                        or self.top_k < 1):
             raise ValueError(f"top_k must be an integer >= 1 or None, got {self.top_k!r}")
@@ -60,6 +75,7 @@ def adjust(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:
 
     Order as in transformers: temperature, then top-k, then top-p on the tempered list.
     """
+    check_logits(logits)
     dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
     logits = logits.to(dtype)
     if config.greedy:

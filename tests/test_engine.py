@@ -236,3 +236,24 @@ def test_the_hybrid_copies_when_the_text_repeats_and_asks_the_model_otherwise():
     assert copied.tokens.tolist() == [5, 6] and copied.forward_passes == 0  # "3 4" occurred before: copy "5 6"
     guessed = hybrid.propose([3, 4, 5, 6, 3, 4, 7], 2, SamplingConfig(), None)
     assert guessed.forward_passes == 2 and (guessed.probs > 0).sum(-1).gt(1).all()  # "4 7" is new: the model's q
+
+
+def test_a_draft_that_is_the_target_itself_is_refused():
+    """They would share one cache (the output then drifted from the target's by a total variation of 0.76)."""
+    target, _ = bigram_pair()
+    for draft in (target, ModelDraft(target)):
+        with pytest.raises(ValueError, match="the draft is the target model itself"):
+            generate(target, draft, [0], 5, gamma=2)
+
+
+def test_greedy_decoding_of_nan_logits_is_an_error():
+    class Broken(BigramLM):
+        def extend(self, tokens, keep=None):
+            return torch.full_like(super().extend(tokens, keep), float("nan"))
+
+    target, draft = bigram_pair()
+    broken = Broken(target.table, "broken")
+    with pytest.raises(ValueError, match="NaN"):
+        generate_plain(broken, [0], 3, sampling=SamplingConfig(0))
+    with pytest.raises(ValueError, match="NaN"):
+        generate(broken, draft, [0], 3, gamma=2, sampling=SamplingConfig(0))

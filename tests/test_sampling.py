@@ -75,7 +75,8 @@ def test_rows_are_distributions_within_the_allowed_set(config, seed, vocab):
 
 
 @pytest.mark.parametrize("kwargs", [
-    {"temperature": -0.1}, {"temperature": float("nan")}, {"temperature": float("inf")}, {"top_k": 0},
+    {"temperature": -0.1}, {"temperature": float("nan")}, {"temperature": float("inf")}, {"temperature": 1e-39},
+    {"temperature": 1e300}, {"temperature": 0.009}, {"top_k": 0},
     {"top_k": 2.5}, {"top_p": 0.0}, {"top_p": 1.2}, {"top_p": -1}, {"temperature": "hot"},
 ])
 def test_bad_configs_raise_clear_value_errors(kwargs):
@@ -89,3 +90,17 @@ def test_sample_follows_the_probabilities():
     counts = torch.bincount(sample(probs, g), minlength=3)
     assert counts[1] == 0
     assert abs(counts[2] / 20000 - 0.9) < 0.01
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+@pytest.mark.parametrize("config", [SamplingConfig(0), SamplingConfig(1.0), SamplingConfig(0.7, top_p=0.9)])
+def test_nan_or_infinite_logits_are_an_error_not_the_last_token(bad, config):
+    """A NaN or +inf logit used to make every probability NaN, and the draw then returned the last id every time."""
+    logits = torch.randn(2, 10)
+    logits[1, 3] = bad
+    with pytest.raises(ValueError, match="NaN or \\+infinity"):
+        adjust(logits, config)
+    ruled_out = torch.randn(10).index_fill_(0, torch.tensor([2, 5]), -float("inf"))  # -inf is a legal logit
+    assert adjust(ruled_out, config)[[2, 5]].sum() == 0
+    with pytest.raises(ValueError, match="ruled out every token"):
+        adjust(torch.full((10,), -float("inf")), config)
