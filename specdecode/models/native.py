@@ -48,12 +48,14 @@ class NativeLlama:
         self.max_length = min(max_length or shape.max_positions, shape.max_positions)
         self.batch_invariant = batch_invariant
         self.embed = weights["model.embed_tokens.weight"].to(self.dtype).contiguous()  # [V, D]
-        self.lm_head = weights["model.embed_tokens.weight"] if shape.tied_embeddings or "lm_head.weight" not in \
-            weights else weights["lm_head.weight"]  # [V, D], as in the checkpoint
+        tied = shape.tied_embeddings or "lm_head.weight" not in weights
+        head = weights["model.embed_tokens.weight" if tied else "lm_head.weight"]  # [V, D], as in the checkpoint
         self.norm = weights["model.norm.weight"].to(self.dtype).contiguous()
         self.layers = [LlamaLayer.from_checkpoint(weights, i, shape, self.format, self.dtype)
                        for i in range(shape.layers)]
-        self.head = Linear(self.lm_head, None, self.format)  # [V, D]
+        self.head = Linear(head, None, self.format)  # [V, D], from the checkpoint's own values
+        # Kept for restrict_output, in the activation dtype (the checkpoint's fp32 copy is not held on to)
+        self.lm_head = self.embed if tied else head.to(self.dtype).contiguous()  # [V, D]
         self.output_ids: torch.Tensor | None = None  # see restrict_output
         kv = (shape.layers, 1, shape.kv_heads, self.max_length, shape.head_dim)
         self.k_cache = torch.zeros(kv, dtype=self.dtype)  # [layers, 1, KV, max_length, hd]
