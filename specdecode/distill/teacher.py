@@ -33,22 +33,43 @@ class BatchedTeacher:
 
     @torch.inference_mode()
     def _forward(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, start: int,
-                 k_cache: torch.Tensor, v_cache: torch.Tensor) -> torch.Tensor:
+                 k_cache: torch.Tensor, v_cache: torch.Tensor, capture: tuple[int, ...] = ()):
         """ids, positions [B, T]; mask [B, 1, T, S] additive; writes cache slots start..start+T of k_cache, v_cache
         [layers, B, KV, S, hd] -> final hidden states [B, T, D] (normalised, ready for the output head). The same
-        layers as the engine's pass (models/llama.py), over a batch."""
+        layers as the engine's pass (models/llama.py), over a batch. With `capture` (layer numbers, as the engine's
+        feature_layers), also the residual stream entering those layers: -> (hidden, features [B, T, F])."""
         m, T = self.m, ids.shape[1]
         x = m.embed[ids]  # [B, T, D]
         cos, sin = m.cos[positions], m.sin[positions]  # [B, T, hd]
+        captured = {}
         for i, layer in enumerate(m.layers):
+            if i in capture:
+                captured[i] = x
             x = layer(x, self.s, cos, sin, k_cache[i], v_cache[i], start, T, start + T, mask)
-        return rmsnorm(x, m.norm, self.s.rms_eps)
+        hidden = rmsnorm(x, m.norm, self.s.rms_eps)
+        if not capture:
+            return hidden
+        captured[len(m.layers)] = x
+        return hidden, torch.cat([captured[i] for i in capture], dim=-1)
 
     def _top(self, hidden: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """hidden [N, D] -> (logits [N, V] float32, top ids [N, k] int32, top log-probs [N, k] float16)."""
         logits = self.m.head(hidden).float()
         top = torch.log_softmax(logits, dim=-1).topk(k, dim=-1)
         return logits, top.indices.to(torch.int32), top.values.to(torch.float16)
+
+    @torch.inference_mode()
+    def prefill(self, ids: torch.Tensor, capture: tuple[int, ...] = ()):
+        """One causal pass over ids [B, T] (right-padded: padding only ever follows real tokens) -> what `_forward`
+        returns."""
+        B, T = ids.shape
+        s = self.s
+        shape = (s.layers, B, s.kv_heads, T, s.head_dim)
+        k_cache, v_cache = torch.zeros(shape, dtype=self.m.dtype), torch.zeros(shape, dtype=self.m.dtype)
+        causal = torch.zeros(T, T, dtype=self.m.dtype).masked_fill_(torch.ones(T, T, dtype=torch.bool).triu(1),
+                                                                     -torch.inf)
+        return self._forward(ids, torch.arange(T).expand(B, T), causal.expand(B, 1, T, T), 0, k_cache, v_cache,
+                             capture)
 
     @torch.inference_mode()
     def score(self, documents: list[list[int]], top_k: int = 32) -> list[Answer]:
@@ -58,12 +79,7 @@ class BatchedTeacher:
         ids = torch.zeros(B, T, dtype=torch.int64)
         for row, doc in enumerate(documents):
             ids[row, : len(doc)] = torch.tensor(doc)  # right-padded: padding only ever follows real tokens
-        s = self.s
-        shape = (s.layers, B, s.kv_heads, T, s.head_dim)
-        k_cache, v_cache = torch.zeros(shape, dtype=self.m.dtype), torch.zeros(shape, dtype=self.m.dtype)
-        causal = torch.zeros(T, T, dtype=self.m.dtype).masked_fill_(torch.ones(T, T, dtype=torch.bool).triu(1),
-                                                                     -torch.inf)
-        hidden = self._forward(ids, torch.arange(T).expand(B, T), causal.expand(B, 1, T, T), 0, k_cache, v_cache)
+        hidden = self.prefill(ids)
         out = []
         for row, doc in enumerate(documents):
             _, top_ids, top_lp = self._top(hidden[row, : len(doc) - 1], top_k)

@@ -144,20 +144,32 @@ class LlamaLayer:
                                written, span, mask)
         return h + self.mlp(rmsnorm(h, self.mlp_norm, shape.rms_eps))
 
-    def attention(self, x: torch.Tensor, shape: LlamaShape, cos: torch.Tensor, sin: torch.Tensor,
-                  k_cache: torch.Tensor, v_cache: torch.Tensor, start: int, written: int, span: int,
-                  mask: torch.Tensor) -> torch.Tensor:
+    def project(self, x: torch.Tensor, shape: LlamaShape, cos: torch.Tensor, sin: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x [B, T, K] (K = D, or what the qkv projection reads) -> q [B, H, T, hd] and k, v [B, KV, T, hd], q and k
+        rotated to their positions."""
         B, T, _ = x.shape
         H, KV, hd = shape.heads, shape.kv_heads, shape.head_dim
         qkv = apply(self.qkv, x)  # [B, T, (H + 2 KV) hd]
         qk = rotate(qkv[..., : (H + KV) * hd].view(B, T, H + KV, hd), cos, sin)  # q and k rotated together
         q, k = qk.transpose(1, 2).split([H, KV], dim=1)  # [B, H, T, hd], [B, KV, T, hd]
         v = qkv[..., (H + KV) * hd:].view(B, T, KV, hd).transpose(1, 2)  # [B, KV, T, hd]
+        return q, k, v
+
+    def attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """q [B, H, T, hd] over keys, values [B, KV, S, hd] under mask [B or 1, 1, T, S] (additive), then the
+        output projection -> [B, T, D]."""
+        B, H, T, hd = q.shape
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)  # [B, H, T, hd]
+        return apply(self.o, out.transpose(1, 2).reshape(B, T, H * hd))
+
+    def attention(self, x: torch.Tensor, shape: LlamaShape, cos: torch.Tensor, sin: torch.Tensor,
+                  k_cache: torch.Tensor, v_cache: torch.Tensor, start: int, written: int, span: int,
+                  mask: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.project(x, shape, cos, sin)
         k_cache[:, :, start:start + written] = k[:, :, :written]
         v_cache[:, :, start:start + written] = v[:, :, :written]
-        out = F.scaled_dot_product_attention(q, k_cache[:, :, :span], v_cache[:, :, :span], attn_mask=mask,
-                                             enable_gqa=True)  # [B, H, T, hd]
-        return apply(self.o, out.transpose(1, 2).reshape(B, T, H * hd))
+        return self.attend(q, k_cache[:, :, :span], v_cache[:, :, :span], mask)
 
     def mlp(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = apply(self.gate_up, x).chunk(2, dim=-1)  # [B, T, I] each

@@ -57,6 +57,10 @@ class NativeLlama:
         # Kept for restrict_output, in the activation dtype (the checkpoint's fp32 copy is not held on to)
         self.lm_head = self.embed if tied else head.to(self.dtype).contiguous()  # [V, D]
         self.output_ids: torch.Tensor | None = None  # see restrict_output
+        # Feature drafts (drafts/feature.py): the residual stream entering each of these layers (the number of
+        # layers = the last layer's output) is kept from every pass as `features` [k, len(feature_layers) D].
+        self.feature_layers: tuple[int, ...] = ()
+        self.features: torch.Tensor | None = None
         kv = (shape.layers, 1, shape.kv_heads, self.max_length, shape.head_dim)
         self.k_cache = torch.zeros(kv, dtype=self.dtype)  # [layers, 1, KV, max_length, hd]
         self.v_cache = torch.zeros(kv, dtype=self.dtype)
@@ -107,8 +111,14 @@ class NativeLlama:
         # One additive causal mask per pass, shared by every layer: [rows, span], 0 = may attend, -inf = may not.
         mask = torch.zeros(rows, span, dtype=self.dtype).masked_fill_(
             self.key_positions[:span] > positions[:, None], -torch.inf)
+        captured = {}
         for i, layer in enumerate(self.layers):
+            if i in self.feature_layers:
+                captured[i] = x[0, :k]
             x = layer(x, self.shape, cos, sin, self.k_cache[i], self.v_cache[i], start, k, span, mask)
+        if self.feature_layers:
+            captured[len(self.layers)] = x[0, :k]
+            self.features = torch.cat([captured[i] for i in self.feature_layers], dim=-1)  # [k, F]
         self._length = end
         out = min(keep or k, k)
         x = x[0, k - out: k]  # [out, D]: the rows whose logits are wanted
