@@ -179,6 +179,10 @@ class Generation:
                     f"target and draft vocabularies differ in size: target {target.vocab_size}, "
                     f"draft {draft.vocab_size}"
                 )
+        # A feature draft (drafts/feature.py) reads the target's hidden states of every position it keeps.
+        self.observe = getattr(draft, "observe", None) if getattr(draft, "feature_layers", ()) else None
+        if self.observe and getattr(target, "feature_layers", None) != draft.feature_layers:
+            raise ValueError("the feature draft was built for another target object: build it with this one")
         self.target, self.draft = target, draft
         self.max_new_tokens = max_new_tokens
         self.gamma = gamma if draft is not None else 0
@@ -200,6 +204,8 @@ class Generation:
             target.extend(torch.tensor(context[:-1], dtype=torch.int64), keep=1)  # logits unused
         if draft is not None:
             draft.begin(context)
+        if self.observe and len(context) > 1:
+            self.observe(target.features)
         stats.prefill_seconds = time.perf_counter() - start
         empty = Proposal.empty(target.vocab_size)
         try:
@@ -225,6 +231,8 @@ class Generation:
                                       self.generator)
                     n_accepted, next_token = int(n), int(token)
                 target.rollback(target.length - len(drafted) + n_accepted)
+                if self.observe:
+                    self.observe(target.features[: n_accepted + 1])
                 t2 = time.perf_counter()
                 stats.target_seconds += t2 - t1
                 stats.draft_seconds += t1 - t0

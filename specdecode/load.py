@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .cpu import capability
 from .drafts.base import Draft
+from .drafts.feature import FeatureDraft
 from .drafts.hybrid import HybridDraft
 from .drafts.model import ModelDraft
 from .drafts.ngram import NgramDraft, NgramTable
@@ -27,6 +28,7 @@ from .drafts.prompt_lookup import PromptLookupDraft
 from .models import llama_cpp
 from .models.base import CausalLM
 from .models.default import DEFAULT_TARGET, default_model_dir, gguf_path
+from .models.eagle import is_eagle, load_eagle
 from .models.hf import HFCausalLM, load_hf_model, parse_dtype
 from .models.linear import format_for
 from .models.native import NativeLlama, UnsupportedModel, load_native
@@ -35,10 +37,11 @@ from .toy import ToyTokenizer, bigram_pair
 
 ENGINES = ("auto", "native", "transformers", "llama.cpp")
 DTYPES = ("auto", "bfloat16", "float32", "int8")
-DRAFT_NAMES = ("trained", "prompt-lookup", "bigram[:FILE]", "unigram[:FILE]", "lookup+DRAFT", "none", "toy",
-               "a model directory")
+DRAFT_NAMES = ("eagle[:DIR]", "trained", "prompt-lookup", "bigram[:FILE]", "unigram[:FILE]", "lookup+DRAFT", "none",
+               "toy", "a model directory")
 DATA = Path(__file__).parent / "data"
 SHIPPED_DRAFT = DATA / "smollm2-draft"  # distilled from SmolLM2-135M-Instruct by `specdecode train-draft`
+SHIPPED_EAGLE = DATA / "smollm2-eagle"  # its EAGLE-3 head, by `specdecode train-draft --kind eagle`
 OUTPUT_VOCABULARY = "output_vocabulary.safetensors"  # a draft's optional output restriction (see train-draft)
 SHIPPED_NGRAM = DATA / "smollm2-draft-ngram.safetensors"  # unigram / bigram tables of the same target answers
 
@@ -240,7 +243,7 @@ def load_draft(spec: str | list[str], target: Target, dtype: str = "auto", looku
     decoding."""
     if isinstance(spec, str):
         head, sep, rest = spec.partition(":")
-        parts = [head, rest] if sep and head.removeprefix("lookup+") in ("bigram", "unigram") else [spec]
+        parts = [head, rest] if sep and head.removeprefix("lookup+") in ("bigram", "unigram", "eagle") else [spec]
     else:
         parts = list(spec)
     if not parts or len(parts) > 2:
@@ -262,6 +265,8 @@ def load_draft(spec: str | list[str], target: Target, dtype: str = "auto", looku
         if table.tokenizer != target.tokenizer.fingerprint():
             raise ValueError(f"the n-gram table {arg!r} was built with a different tokenizer than the target's")
         return NgramDraft(table, 1 if kind == "unigram" else 2, vocab_size)
+    if kind == "eagle" or (arg is None and is_eagle(Path(kind))):
+        return _feature_draft(Path(arg or (kind if kind != "eagle" else SHIPPED_EAGLE)), target, dtype)
     if arg is not None:
         raise ValueError(f"the {kind} draft takes no file")
     if kind == "none":
@@ -290,3 +295,15 @@ def load_draft(spec: str | list[str], target: Target, dtype: str = "auto", looku
 
         model.restrict_output(load_file(restricted)["token_ids"])
     return ModelDraft(model, vocab_size=vocab_size, name=name)
+
+
+def _feature_draft(directory: Path, target: Target, dtype: str) -> FeatureDraft:
+    """An EAGLE-3 head (models/eagle.py) drafting from the target's hidden states: the native engine's only."""
+    if not is_eagle(directory):
+        raise ValueError(f"{str(directory)!r} holds no EAGLE-3 draft head (config.json with architectures "
+                         f"LlamaForCausalLMEagle3)" if directory != SHIPPED_EAGLE else
+                         "no EAGLE-3 draft head is shipped in this installation")
+    if not isinstance(target.model, NativeLlama):
+        raise ValueError(f"the eagle draft reads the target's hidden states, which only the native engine gives "
+                         f"(this target runs on {target.engine})")
+    return FeatureDraft(load_eagle(directory, target.model.format), target.model)

@@ -21,6 +21,10 @@ class HybridDraft:
         self.fallback = fallback
         self.vocab_size = fallback.vocab_size
         self.name = f"lookup+{fallback.name}"
+        self.feature_layers = getattr(fallback, "feature_layers", ())  # a feature draft must see every pass
+
+    def observe(self, features: torch.Tensor) -> None:
+        self.fallback.observe(features)
 
     def begin(self, prompt_ids: list[int]) -> None:
         self.lookup.begin(prompt_ids)
