@@ -44,19 +44,22 @@ class Plan:
     default_draft: str | None = None  # the draft `specdecode generate` uses by default, as named in the specs
 
 
-def default_plan(target: str, draft: str, ngram: str | None) -> Plan:
-    """The committed report's run: about 15 minutes on this 2-core CPU. Ours runs on the engine `auto` picks
-    (llama.cpp where it is built) and on the native engine; llama.cpp's and transformers' own loops beside them."""
+def default_plan(target: str, draft: str, ngram: str | None, eagle: str | None = None) -> Plan:
+    """The committed report's run: about 20 minutes on this 2-core CPU. Ours runs on the engine `auto` picks
+    (llama.cpp where it is built) and on the native engine (the feature draft's, `eagle`: an EAGLE-3 head directory);
+    llama.cpp's and transformers' own loops beside them."""
     engine = target_engine(target)
     native = "@native" if engine != "native" else ""
     tables = [f"spec:bigram:{ngram}:auto"] if ngram else []
+    feature = [f"spec:eagle:{eagle}:auto{native}", f"spec:lookup+eagle:{eagle}:auto{native}"] if eagle else []
     return Plan(
         target=target,
         greedy=["plain", "llama.cpp", "llama.cpp-lookup:10", "hf", f"hf-assisted:{draft}", "spec:prompt-lookup:auto",
                 *[f"spec:prompt-lookup:{g}" for g in (1, 2, 4)], f"spec:lookup+{draft}:auto",
                 f"spec:lookup+{draft}:1", f"spec:{draft}:auto", *tables, f"plain{native}",
-                f"spec:lookup+{draft}:auto{native}", f"spec:{draft}:2{native}"],
-        sampled=["plain", "llama.cpp", "hf", f"spec:lookup+{draft}:auto", f"spec:lookup+{draft}:auto{native}"],
+                f"spec:lookup+{draft}:auto{native}", f"spec:{draft}:2{native}", *feature],
+        sampled=["plain", "llama.cpp", "hf", f"spec:lookup+{draft}:auto", f"spec:lookup+{draft}:auto{native}",
+                 *feature[:1]],
         samplings=[SamplingConfig(1.0)],
         default_draft="prompt-lookup" if engine == "llama.cpp" else f"lookup+{draft}",
     )

@@ -15,8 +15,9 @@ from ..bench import native_steps
 from ..bench import report as reports
 from ..bench.suite import Plan, default_plan, quick_plans, run_plan
 from ..cpu import capability
-from ..load import SHIPPED_DRAFT, SHIPPED_NGRAM, resolve_checkpoint
+from ..load import SHIPPED_DRAFT, SHIPPED_EAGLE, SHIPPED_NGRAM, resolve_checkpoint
 from ..models.default import DEFAULT_TARGET
+from ..models.eagle import is_eagle
 from .console import make_console
 
 
@@ -35,6 +36,7 @@ def add_parser(sub) -> None:
     p.add_argument("--target", default=DEFAULT_TARGET)
     p.add_argument("--draft", default=str(SHIPPED_DRAFT), help="draft model directory (default: the shipped draft)")
     p.add_argument("--ngram", default=str(SHIPPED_NGRAM), help="n-gram table for the bigram / unigram drafts")
+    p.add_argument("--eagle", default=str(SHIPPED_EAGLE), help="EAGLE-3 head directory (default: the shipped one)")
     p.add_argument("--methods", default=None, help="comma-separated method specs (greedy only) instead of the suite")
     p.add_argument("--prompts-per-kind", type=int, default=2, help="held-out prompts of each of the six kinds (2)")
     p.add_argument("--max-new-tokens", type=int, default=64)
@@ -60,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
                           name="custom")]
         else:
             ngram = args.ngram if Path(args.ngram).is_file() else None
-            plans = [default_plan(args.target, args.draft, ngram)]
+            eagle = args.eagle if is_eagle(Path(args.eagle)) else None
+            plans = [default_plan(args.target, args.draft, ngram, eagle)]
         for plan in plans:
             plan.prompts_per_kind = min(plan.prompts_per_kind, args.prompts_per_kind) if args.quick \
                 else args.prompts_per_kind
