@@ -198,3 +198,33 @@ def test_generate_refuses_an_empty_stop_in_one_line(capsys):
     assert main(["generate", "--target", "toy", "the", "--stop", ""]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "--stop" in err
+
+
+# --- a real tokenizer (the shipped draft's, SmolLM2's byte-level BPE) -----------------------------------------------
+
+def test_stop_strings_on_byte_level_bpe_text():
+    """Matches that span tokens or end inside one, and characters split over several tokens: every prefix's
+    growing text is a prefix of the final text, and the output ends at the token completing the first match."""
+    from transformers import AutoTokenizer
+
+    from specdecode.load import SHIPPED_DRAFT
+    from specdecode.tokenizer import TextTokenizer
+
+    tokenizer = TextTokenizer(AutoTokenizer.from_pretrained(SHIPPED_DRAFT))
+    text = "Tea: 🍵 matcha, sencha and gyokuro.\n\nCafé au lait is not tea. 🍵🍵 END"
+    ids = tokenizer.encode(text, chat=False)
+    assert tokenizer.decode(ids) == text
+    for stops in (["\n\nCaf"], ["cha, sen", "gyok"], ["é au"], ["🍵🍵"], ["not in the text"]):
+        stop = StopStrings(tokenizer, stops)
+        cut = first_match(text, stops)
+        end = stop.end(ids, 0)
+        if cut is None:
+            assert end is None and stop.text(ids) == text
+            continue
+        assert stop.text(ids[:end]) == text[:cut]
+        assert first_match(tokenizer.decode(ids[:end - 1]), stops) is None
+        assert first_match(tokenizer.decode(ids[:end]), stops) is not None
+        final = stop.text(ids[:end])
+        for k in range(1, end + 1):
+            shown = stop.text(ids[:k], final=False)
+            assert final.startswith(shown) and "\ufffd" not in shown
