@@ -10,6 +10,7 @@ Plain decoding is the same loop with g = 0.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -23,19 +24,33 @@ from .drafts.base import Draft, Proposal
 from .drafts.model import ModelDraft
 from .models.base import CausalLM
 from .rule import verify, verify_greedy
-from .sampling import SamplingConfig, adjust, check_logits
+from .sampling import SamplingConfig, adjust, check_logits, log_probs
+from .stops import StopStrings
+from .tokenizer import Tokenizer
 
-StopReason = Literal["length", "stop_token", "context"]
+StopReason = Literal["length", "stop_token", "stop_string", "context"]
+
+
+@dataclass
+class TokenLogprob:
+    """An emitted token's log-probability under the target's adjusted list at its position (from the pass that
+    verified it, drafted or not; `sampling.log_probs`), and the most likely tokens there: [(token, logprob)]."""
+
+    token: int
+    logprob: float
+    top: list[tuple[int, float]]
 
 
 @dataclass
 class Round:
-    """What one round did. `emitted` is what it added to the output (trimmed at max_new_tokens or a stop token)."""
+    """What one round did. `emitted` is what it added to the output (trimmed at max_new_tokens, a stop token or a
+    stop string); `logprobs`, one per emitted token, when the generation was asked for them."""
 
     drafted: list[int]
     n_accepted: int
     next_token: int  # the corrected token (after a rejection) or the bonus token (all drafts accepted)
     emitted: list[int]
+    logprobs: list[TokenLogprob] = field(default_factory=list)
 
     @property
     def kind(self) -> Literal["corrected", "bonus"]:
@@ -98,25 +113,49 @@ class GenerationStats:
             return None
         return (self.draft_seconds / self.draft_calls) / (self.target_seconds / self.target_calls)
 
-    def record(self, proposal: Proposal, n_accepted: int) -> None:
+    def record(self, proposal: Proposal, n_accepted: int, n_emitted: int) -> None:
+        """Count a round by what it emitted: when the output ended inside the accepted drafts (a stop token or stop
+        string), the drafts after the end were never used, so they count neither as accepted nor as judged."""
         g = len(proposal.tokens)
+        if n_emitted <= n_accepted:
+            n_accepted, judged = n_emitted, n_emitted
+        else:
+            judged = min(n_accepted + 1, g)
         self.rounds += 1
         self.target_calls += 1
         self.draft_calls += proposal.forward_passes
         self.tokens_drafted += g
         self.tokens_accepted += n_accepted
-        self.rejections += int(n_accepted < g)
+        self.rejections += int(judged > n_accepted)
         self.gamma = max(self.gamma, g)
         if len(self.tested_at) < g:
             grow = g - len(self.tested_at)
             self.tested_at += [0] * grow
             self.accepted_at += [0] * grow
-        for i in range(min(n_accepted + 1, g)):
+        for i in range(judged):
             self.tested_at[i] += 1
         for i in range(n_accepted):
             self.accepted_at[i] += 1
         self.accepted_per_round.append(n_accepted)
         self.drafted_per_round.append(g)
+
+    @classmethod
+    def total(cls, runs: Sequence[GenerationStats]) -> GenerationStats:
+        """The counters of several runs added up (their rounds one after the other); one run is itself."""
+        if len(runs) == 1:
+            return runs[0]
+        total = cls()
+        for run in runs:
+            for f in dataclasses.fields(cls):
+                mine, theirs = getattr(total, f.name), getattr(run, f.name)
+                if f.name == "gamma":
+                    total.gamma = max(mine, theirs)
+                elif f.name in ("tested_at", "accepted_at"):  # per draft position
+                    longer, shorter = (mine, theirs) if len(mine) >= len(theirs) else (theirs, mine)
+                    setattr(total, f.name, [a + b for a, b in itertools.zip_longest(longer, shorter, fillvalue=0)])
+                else:  # counts, seconds, and per-round lists (joined)
+                    setattr(total, f.name, mine + theirs)
+        return total
 
     def as_dict(self) -> dict:
         """Every counter and derived figure, JSON-ready."""
@@ -133,6 +172,8 @@ class GenerationResult:
     stats: GenerationStats
     stop_reason: StopReason
     rounds: list[Round]
+    text: str | None = None  # the decoded output, cut before a stop string (when given a tokenizer)
+    logprobs: list[TokenLogprob] | None = None  # one per new token (when asked for)
 
 
 class Generation:
@@ -151,10 +192,16 @@ class Generation:
         sampling: SamplingConfig | None = None,
         seed: int | None = None,
         stop_token_ids: Sequence[int] = (),
+        stop: str | Sequence[str] = (),
+        tokenizer: Tokenizer | None = None,
+        logprobs: int | None = None,
     ):
         """gamma: drafts per round, or "auto" (an `AdaptiveGamma` chooses each round; pass your own instance to
         keep what it learned across runs). With a seed, "auto" uses `AdaptiveGamma.reproducible()`, whose schedule
-        does not depend on timings, so that the seed reproduces the text."""
+        does not depend on timings, so that the seed reproduces the text.
+
+        stop: stop strings (`stops.StopStrings`), matched on the text `tokenizer` decodes; the tokenizer also gives
+        `text()`. logprobs: report each new token's log-probability and this many most likely alternatives."""
         self.prompt = _check_prompt(prompt_ids, target)
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
@@ -191,6 +238,14 @@ class Generation:
             raise ValueError(f"sampling must be a SamplingConfig, got {type(self.sampling).__name__}")
         self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
         self.stop_token_ids = frozenset(int(t) for t in stop_token_ids)
+        if stop and tokenizer is None:
+            raise ValueError("stop strings need the tokenizer, to match them on the decoded text")
+        self.stops = StopStrings(tokenizer, stop) if tokenizer is not None else None
+        if logprobs is not None and (isinstance(logprobs, bool) or not isinstance(logprobs, int)
+                                     or not 0 <= logprobs <= target.vocab_size):
+            raise ValueError(f"logprobs must be an integer in 0..{target.vocab_size} or None, got {logprobs!r}")
+        self.top_logprobs = logprobs
+        self.logprobs: list[TokenLogprob] = []
         self.new_tokens: list[int] = []
         self.stats = GenerationStats()
         self.stop_reason: StopReason = "length"
@@ -236,33 +291,59 @@ class Generation:
                 t2 = time.perf_counter()
                 stats.target_seconds += t2 - t1
                 stats.draft_seconds += t1 - t0
-                stats.record(proposal, n_accepted)
                 if self.controller:
                     self.controller.update(len(drafted), n_accepted, t2 - t1, t1 - t0, proposal.forward_passes)
 
                 emitted = self._emit([*drafted[:n_accepted], next_token])
+                stats.record(proposal, n_accepted, len(emitted))
                 context += emitted
-                yield Round(drafted, n_accepted, next_token, emitted)
-                if self.stop_reason == "stop_token":
+                scored = self._score(logits[: len(emitted)], emitted) if self.top_logprobs is not None else []
+                self.logprobs += scored
+                yield Round(drafted, n_accepted, next_token, emitted, scored)
+                if self.stop_reason in ("stop_token", "stop_string"):
                     break
         finally:
             stats.new_tokens = len(self.new_tokens)
             stats.seconds = time.perf_counter() - start
 
     def _emit(self, tokens: list[int]) -> list[int]:
-        """Append a round's tokens to the output, trimmed at max_new_tokens and after the first stop token."""
+        """Append a round's tokens to the output, trimmed at max_new_tokens, after the first stop token and after the
+        token that completes a stop string."""
         tokens = tokens[: self.max_new_tokens - len(self.new_tokens)]
         for i, t in enumerate(tokens):
             if t in self.stop_token_ids:
                 tokens = tokens[: i + 1]
                 self.stop_reason = "stop_token"
                 break
+        before = len(self.new_tokens)
         self.new_tokens += tokens
+        end = self.stops.end(self.new_tokens, before) if self.stops is not None else None
+        if end is not None:
+            del self.new_tokens[end:]
+            tokens = tokens[: end - before]
+            self.stop_reason = "stop_string"
         return tokens
+
+    def _score(self, logits: torch.Tensor, emitted: list[int]) -> list[TokenLogprob]:
+        """logits [m, V], the rows that chose the m emitted tokens -> their `TokenLogprob`s."""
+        rows = log_probs(logits, self.sampling)  # [m, V]
+        chosen = rows.gather(1, torch.tensor(emitted, dtype=torch.int64)[:, None])[:, 0].tolist()  # [m]
+        values, tokens = torch.topk(rows, self.top_logprobs, dim=-1)  # [m, top] each
+        return [TokenLogprob(t, lp, [(int(a), float(v)) for a, v in zip(ts, vs, strict=True) if v > -torch.inf])
+                for t, lp, ts, vs in zip(emitted, chosen, tokens.tolist(), values.tolist(), strict=True)]
+
+    def text(self, final: bool = True) -> str:
+        """The output as text (needs the tokenizer), cut before a stop string; not final (still growing): without
+        the tail that might yet become a stop string or a character, as a stream may show it."""
+        if self.stops is None:
+            raise ValueError("the output's text needs the tokenizer: give Generation one")
+        return self.stops.text(self.new_tokens, final)
 
     def run(self) -> GenerationResult:
         rounds = list(self)
-        return GenerationResult(self.new_tokens, self.stats, self.stop_reason, rounds)
+        return GenerationResult(self.new_tokens, self.stats, self.stop_reason, rounds,
+                                self.text() if self.stops is not None else None,
+                                self.logprobs if self.top_logprobs is not None else None)
 
 
 def generate(
@@ -274,9 +355,14 @@ def generate(
     sampling: SamplingConfig | None = None,
     seed: int | None = None,
     stop_token_ids: Sequence[int] = (),
+    stop: str | Sequence[str] = (),
+    tokenizer: Tokenizer | None = None,
+    logprobs: int | None = None,
 ) -> GenerationResult:
-    """Speculative decoding: the output is distributed exactly as `generate_plain`'s (greedy: the same tokens)."""
-    return Generation(target, draft, prompt_ids, max_new_tokens, gamma, sampling, seed, stop_token_ids).run()
+    """Speculative decoding: the output is distributed exactly as `generate_plain`'s (greedy: the same tokens), and
+    so are its logprobs. See `Generation` for stop strings and logprobs."""
+    return Generation(target, draft, prompt_ids, max_new_tokens, gamma, sampling, seed, stop_token_ids, stop,
+                      tokenizer, logprobs).run()
 
 
 def generate_plain(
@@ -286,9 +372,13 @@ def generate_plain(
     sampling: SamplingConfig | None = None,
     seed: int | None = None,
     stop_token_ids: Sequence[int] = (),
+    stop: str | Sequence[str] = (),
+    tokenizer: Tokenizer | None = None,
+    logprobs: int | None = None,
 ) -> GenerationResult:
     """Ordinary decoding, one target pass per token, through the same loop and sampling: the honest baseline."""
-    return Generation(target, None, prompt_ids, max_new_tokens, 0, sampling, seed, stop_token_ids).run()
+    return Generation(target, None, prompt_ids, max_new_tokens, 0, sampling, seed, stop_token_ids, stop, tokenizer,
+                      logprobs).run()
 
 
 def _check_prompt(prompt_ids: Sequence[int] | torch.Tensor, target: CausalLM) -> list[int]:

@@ -95,6 +95,16 @@ def adjust(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:
     return probs
 
 
+def log_probs(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:
+    """Logits [..., V] -> the log of the adjusted list [..., V] (-inf where top-k / top-p ruled a token out), what a
+    token's reported log-probability is. Greedy reports the unadjusted list (log-softmax at temperature 1), since
+    its point mass says nothing (OpenAI does the same at temperature 0)."""
+    if config.greedy:
+        check_logits(logits)
+        return torch.log_softmax(logits.to(torch.float64 if logits.dtype == torch.float64 else torch.float32), dim=-1)
+    return adjust(logits, config).log()
+
+
 def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
     """Draw one token per row: probs [..., V] (need not sum to 1 exactly) -> token ids [...] (int64).
 

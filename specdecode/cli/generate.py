@@ -39,6 +39,8 @@ def add_parser(sub) -> None:
     p.add_argument("--top-k", type=int, default=None, help="sample only from the k most likely tokens")
     p.add_argument("--top-p", type=float, default=None, help="sample from the smallest set with this mass, (0, 1]")
     p.add_argument("--seed", type=int, default=None, help="random seed, for a reproducible sampled run")
+    p.add_argument("--stop", action="append", default=[], metavar="STR",
+                   help="end the text before this string (repeatable; the first match of any ends it)")
     p.add_argument("--threads", type=int, default=None,
                    help="CPU threads for the engine (default: torch's choice, one per core)")
     p.add_argument("--lookup-ngram", type=int, default=3, help="longest n-gram prompt lookup matches (default 3)")
@@ -53,6 +55,8 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     sampling = SamplingConfig(args.temperature, args.top_k, args.top_p)  # validates before any loading
+    if any(not s for s in args.stop):
+        raise ValueError("--stop needs a non-empty string")
     if args.threads is not None:
         if args.threads < 1:
             raise ValueError(f"--threads must be >= 1, got {args.threads}")
@@ -71,19 +75,20 @@ def _generate(args: argparse.Namespace, target: Target, sampling: SamplingConfig
     prompt_ids = target.tokenizer.encode(args.prompt, chat=not args.raw)
     stops = target.tokenizer.stop_token_ids
     generation = Generation(target.model, draft, prompt_ids, args.max_new_tokens, args.gamma, sampling, args.seed,
-                            stops)
+                            stops, args.stop, target.tokenizer)
     console = make_console()
     if args.json:
         generation.run()
     else:
         _stream(generation, target, console, args.show)
     stats = generation.stats
-    report = {"text": target.tokenizer.decode(generation.new_tokens), "new_tokens": stats.new_tokens,
+    report = {"text": generation.text(), "new_tokens": stats.new_tokens,
               **_stats_fields(stats), "stop_reason": generation.stop_reason, "gamma": args.gamma,
               "draft": draft_name, "target": target.name, "engine": target.engine, "dtype": args.dtype,
               "threads": getattr(target.model, "threads", torch.get_num_threads()), "sampling": sampling.describe()}
     if args.compare:
-        plain = Generation(target.model, None, prompt_ids, args.max_new_tokens, 0, sampling, args.seed, stops)
+        plain = Generation(target.model, None, prompt_ids, args.max_new_tokens, 0, sampling, args.seed, stops,
+                           args.stop, target.tokenizer)
         plain.run()
         report |= {"plain_seconds": plain.stats.seconds, "plain_tokens_per_second": plain.stats.tokens_per_second,
                    "speedup": stats.tokens_per_second / plain.stats.tokens_per_second
@@ -124,13 +129,13 @@ def _stream(generation: Generation, target: Target, console: Console, show: bool
             console.print("".join(f"[{COLOURS[kind]}]{escape(tokenizer.piece(t))}[/]" for t, kind in rnd.labelled()),
                           end="")
         else:
-            # Print only what is new; hold back a trailing partial character until its last byte arrives.
-            text = tokenizer.decode(generation.new_tokens).rstrip("\ufffd")
+            # Print only what is new; hold back a trailing partial character, or a possible start of a stop string.
+            text = generation.text(final=False)
             if text.startswith(printed):
                 sys.stdout.write(text[len(printed):])
                 sys.stdout.flush()
                 printed = text
     if not show:
-        text = tokenizer.decode(generation.new_tokens)
+        text = generation.text()
         sys.stdout.write(text[len(printed):] if text.startswith(printed) else "\n" + text)
     console.print()

@@ -30,7 +30,7 @@ from fastapi.staticfiles import StaticFiles
 from ..engine import Round
 from ..models.default import DEFAULT_TARGET
 from . import errors, figures, openai
-from .schemas import ChatRequest, CompletionRequest, LiveRequest, ToyRoundRequest
+from .schemas import ChatRequest, CompletionRequest, LiveRequest, OpenAIRequest, ToyRoundRequest
 from .service import Job, Service
 
 STATIC = Path(__file__).parent / "static"
@@ -64,12 +64,13 @@ def create_app(target: str = DEFAULT_TARGET, draft: str | None = None, dtype: st
     errors.install(app)
     started = int(time.time())
 
-    def streamed(job: Job, request: Request, events: Callable[[AsyncIterator[Round]], AsyncIterator[str]],
+    def streamed(job: Job, request: Request,
+                 events: Callable[[AsyncIterator[tuple[int, Round]]], AsyncIterator[str]],
                  error_event: str | None = None) -> StreamingResponse:
         async def body() -> AsyncIterator[str]:
             try:
-                async with contextlib.aclosing(service.rounds(job.generation, request.is_disconnected)) as rounds:
-                    async for event in events(rounds):
+                async with contextlib.aclosing(service.choices(job, request.is_disconnected)) as choices:
+                    async for event in events(choices):
                         yield event
             except Exception as error:  # the status line is gone: report in the stream, then end it
                 log.exception("generation failed")
@@ -82,10 +83,12 @@ def create_app(target: str = DEFAULT_TARGET, draft: str | None = None, dtype: st
         return ClosingStreamingResponse(body(), media_type="text/event-stream",
                                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
-    async def respond(job: Job, request: Request, stream: bool, kind: openai.Kind):
-        if stream:
-            return streamed(job, request, lambda rounds: openai.stream(job, rounds, kind))
-        await service.run(job.generation, request.is_disconnected)
+    async def respond(job: Job, request: Request, body: OpenAIRequest, kind: openai.Kind):
+        if body.stream:
+            include_usage = body.stream_options is not None and body.stream_options.include_usage
+            return streamed(job, request, lambda choices: openai.stream(job, choices, kind, include_usage))
+        for generation in job.generations:
+            await service.run(generation, request.is_disconnected)
         _log_job(job, request)
         return openai.answer(job, kind)
 
@@ -112,20 +115,20 @@ def create_app(target: str = DEFAULT_TARGET, draft: str | None = None, dtype: st
     async def completions(body: CompletionRequest, request: Request):
         loaded = await service.ready(body.model)
         job = service.job(loaded, service.encode(loaded, text=body.prompt), body)
-        return await respond(job, request, body.stream, "text")
+        return await respond(job, request, body, "text")
 
     @app.post("/v1/chat/completions")
     async def chat_completions(body: ChatRequest, request: Request):
         loaded = await service.ready(body.model)
         messages = [{"role": m.role, "content": m.text()} for m in body.messages]
         job = service.job(loaded, service.encode(loaded, messages=messages), body)
-        return await respond(job, request, body.stream, "chat")
+        return await respond(job, request, body, "chat")
 
     @app.post("/api/live")
     async def live(body: LiveRequest, request: Request) -> StreamingResponse:
         loaded = await service.ready()
         job = service.job(loaded, service.encode(loaded, messages=[{"role": "user", "content": body.prompt}]), body)
-        return streamed(job, request, lambda rounds: figures.live(job, rounds), error_event="error")
+        return streamed(job, request, lambda choices: figures.live(job, choices), error_event="error")
 
     @app.post("/api/toy/round")
     def toy_round(body: ToyRoundRequest) -> dict:

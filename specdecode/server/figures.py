@@ -80,10 +80,11 @@ def gamma_table(alpha: float, c: float, c_hat: float, max_gamma: int, costs: dic
     return table
 
 
-async def live(job: Job, rounds: AsyncIterator[Round]) -> AsyncIterator[str]:
-    """`event: round` per round (as `round_event`), then `event: stats` with the measured numbers."""
+async def live(job: Job, choices: AsyncIterator[tuple[int, Round]]) -> AsyncIterator[str]:
+    """`event: round` per round of the job's one choice (as `round_event`), then `event: stats` with the measured
+    numbers."""
     piece = job.loaded.target.tokenizer.piece
-    async for rnd in rounds:
+    async for _, rnd in choices:
         yield sse(round_event(rnd, piece), "round")
     text = job.loaded.target.tokenizer.decode(job.generation.new_tokens)
     yield sse({**speculative(job), "target": job.model, "new_tokens": len(job.generation.new_tokens),

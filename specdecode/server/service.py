@@ -22,8 +22,9 @@ from ..engine import Generation, Round
 from ..load import Target, default_draft, load_draft, load_target
 from ..models.costs import pass_times
 from ..sampling import SamplingConfig
+from ..stops import check_stop
 from .errors import APIError
-from .schemas import OpenAIRequest, Sampling
+from .schemas import MAX_STOP_STRINGS, OpenAIRequest, Sampling
 
 log = logging.getLogger("specdecode.server")
 
@@ -42,12 +43,18 @@ class Loaded:
 
 @dataclass
 class Job:
-    """A checked request, ready to run: its Generation and what the answer reports about it."""
+    """A checked request, ready to run: its Generations (one per choice, run in turn) and what the answer reports
+    about them."""
 
     loaded: Loaded
-    generation: Generation
+    generations: list[Generation]
     prompt_tokens: int
     gamma: int | str  # drafts per round, "auto", or 0 without a draft
+
+    @property
+    def generation(self) -> Generation:
+        """The first (for most requests the only) choice's."""
+        return self.generations[0]
 
     @property
     def model(self) -> str:
@@ -125,21 +132,28 @@ class Service:
         return ids
 
     def job(self, loaded: Loaded, ids: list[int], request: Sampling) -> Job:
-        """Check the sampling fields and build the Generation (nothing runs yet)."""
-        if isinstance(request, OpenAIRequest) and request.stop not in (None, []):
-            raise APIError("stop sequences are not supported: the answer ends at the model's stop token or at "
-                           "max_tokens", param="stop")
-        if request.max_tokens > self.max_tokens:
-            raise APIError(f"max_tokens must be at most {self.max_tokens} on this server, got {request.max_tokens}",
-                           param="max_tokens")
+        """Check the request's fields and build its Generations, one per choice, choice i seeded seed + i (nothing
+        runs yet)."""
+        stop, choices = [], 1
+        if isinstance(request, OpenAIRequest):
+            try:
+                stop = check_stop(request.stop, MAX_STOP_STRINGS)
+            except ValueError as error:
+                raise APIError(str(error), param="stop") from None
+            choices = request.n
+        max_tokens, field = request.new_tokens
+        if max_tokens > self.max_tokens:
+            raise APIError(f"{field} must be at most {self.max_tokens} on this server, got {max_tokens}", param=field)
         sampling = SamplingConfig(request.temperature, request.top_k, request.top_p)
         gamma = request.gamma or self.gamma
         # The shared controller times the passes; a seeded request gets its own timing-free one (see Generation).
         shared = gamma == "auto" and self.controller is not None and request.seed is None
         schedule = self.controller if shared else gamma
-        generation = Generation(loaded.target.model, loaded.draft, ids, request.max_tokens, schedule, sampling,
-                                request.seed, loaded.target.tokenizer.stop_token_ids)
-        return Job(loaded, generation, len(ids), gamma if loaded.draft is not None else 0)
+        tokenizer = loaded.target.tokenizer
+        generations = [Generation(loaded.target.model, loaded.draft, ids, max_tokens, schedule, sampling,
+                                  None if request.seed is None else request.seed + i, tokenizer.stop_token_ids, stop,
+                                  tokenizer, request.top_logprobs_wanted) for i in range(choices)]
+        return Job(loaded, generations, len(ids), gamma if loaded.draft is not None else 0)
 
     async def verify_costs(self) -> dict:
         """The served target's measured pass costs, T(k) for k = 1, 2, 4, 8, 16 (measured once, between
@@ -186,3 +200,12 @@ class Service:
     async def run(self, generation: Generation, is_disconnected=None) -> list[Round]:
         async with contextlib.aclosing(self.rounds(generation, is_disconnected)) as rounds:
             return [rnd async for rnd in rounds]
+
+    async def choices(self, job: Job, is_disconnected=None) -> AsyncIterator[tuple[int, Round]]:
+        """(choice index, round) of each of a job's generations in turn (each as `rounds` runs it)."""
+        for i, generation in enumerate(job.generations):
+            async with contextlib.aclosing(self.rounds(generation, is_disconnected)) as rounds:
+                async for rnd in rounds:
+                    yield i, rnd
+            if is_disconnected is not None and await is_disconnected():
+                return
