@@ -213,3 +213,13 @@ def test_a_client_that_leaves_while_queued_costs_no_model_work():
         finally:
             del model.extend
         assert passes == []  # not even the prefill
+
+
+@pytest.mark.parametrize("temperature", [1e-39, 0.001, 101, 1e300])
+def test_absurd_temperatures_are_refused_by_the_api_and_the_cli(client, temperature):
+    for path, body in [("/v1/completions", {"prompt": "the"}), ("/api/live", {"prompt": "the"}),
+                       ("/v1/chat/completions", {"messages": [{"role": "user", "content": "the"}]})]:
+        for stream in (False, True):
+            response = client.post(path, json={**body, "temperature": temperature, "stream": stream})
+            assert "between 0.01 and 100" in error(response, 400)["message"]
+    assert main(["generate", "--target", "toy", "the cat", "--temperature", str(temperature)]) == 2
