@@ -47,6 +47,25 @@ def test_a_lone_surrogate_is_a_400_not_a_traceback(client, caplog, path, body):
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
+def test_a_lone_surrogate_never_reaches_a_real_tokenizer():
+    """A transformers tokenizer raises TypeError on a lone surrogate (the 500 the probe found): refused before it."""
+    from tiny import word_tokenizer
+
+    from specdecode.load import Target
+    from specdecode.server.errors import APIError
+    from specdecode.server.service import Loaded, Service
+    from specdecode.tokenizer import TextTokenizer
+    from specdecode.toy import WORDS
+
+    service = Service("toy", None, "auto", "auto", "auto", 64, 300)
+    toy = service.load().target
+    loaded = Loaded(Target(toy.model, TextTokenizer(word_tokenizer(list(WORDS))), "toy", "words"), None, "none")
+    assert service.encode(loaded, text="the cat") == loaded.target.tokenizer.encode("the cat", chat=False)
+    for request in ({"text": "the \ud800 cat"}, {"messages": [{"role": "user", "content": "\udfff the"}]}):
+        with pytest.raises(APIError, match="not valid Unicode"):
+            service.encode(loaded, **request)
+
+
 def test_a_body_over_the_limit_is_a_413_before_it_is_parsed(client):
     big = b'{"prompt": "the cat", "junk": "' + b"x" * 3000 + b'"}'
     assert "larger than" in error(client.post("/v1/completions", content=big,
