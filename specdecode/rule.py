@@ -57,7 +57,8 @@ def verify(
 
     next_token is the corrected token at the first rejected position, or the bonus token drawn from the last row of
     target_probs when all gamma drafts were accepted. gamma may be 0 (then it is a plain draw from p).
-    Rows need not sum to 1 exactly: both p and q are renormalised first.
+    Rows need not sum to 1 exactly: both p and q are renormalised first. The arithmetic runs in float64 whatever
+    the input's dtype (a float32 p - q, and a float32 uniform of 24 bits, would move each probability by ~1e-7).
     """
     batch, gamma = draft_tokens.shape
     if target_probs.shape[:2] != (batch, gamma + 1) or draft_probs.shape[:2] != (batch, gamma):
@@ -66,9 +67,10 @@ def verify(
             f"{tuple(draft_probs.shape)}, draft_tokens {tuple(draft_tokens.shape)} "
             "(expected [B, gamma+1, V], [B, gamma, V], [B, gamma])"
         )
-    p = target_probs / target_probs.sum(dim=-1, keepdim=True)  # [B, gamma+1, V]
-    q = draft_probs.to(p.dtype)
-    q = q / q.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(p.dtype).tiny)  # [B, gamma, V]
+    p = target_probs.to(torch.float64)
+    p = p / p.sum(dim=-1, keepdim=True)  # [B, gamma+1, V]
+    q = draft_probs.to(torch.float64)
+    q = q / q.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(q.dtype).tiny)  # [B, gamma, V]
 
     index = draft_tokens.unsqueeze(-1)
     p_drafted = p[:, :gamma].gather(-1, index).squeeze(-1)  # [B, gamma]

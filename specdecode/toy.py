@@ -3,6 +3,10 @@
 The target is a bigram table (each next word depends only on the previous one); the draft is the same table
 mixed with noise, "deliberately a bit off", so that sum_x min(p, q) >= 0.85 in every row: it agrees 85-100% of
 the time. Both satisfy the `CausalLM` protocol, so they run through exactly the engine real models use.
+
+A bigram model's cache is only a length, and it never looks further back than the last word, so it cannot notice
+a cache rolled back to the wrong place. `PrefixLM` (and `prefix_pair`) can: its next word depends on every word
+before it, and its cache checks itself on every pass.
 """
 
 from __future__ import annotations
@@ -106,3 +110,72 @@ def bigram_pair(seed: int = 0) -> tuple[BigramLM, BigramLM]:
     """(target, draft) toy bigram models of the seed's "Try it" figure."""
     p, q = bigram_tables(seed)
     return BigramLM(p, "toy-bigram-target"), BigramLM(q, "toy-bigram-draft")
+
+
+NOISE_ROWS = 4096  # distinct prefix-dependent logit offsets of a PrefixLM
+
+
+class PrefixLM:
+    """A toy `CausalLM` whose next word depends on the whole prefix, with a cache that checks itself.
+
+    logits after w_1 .. w_i = log table[w_i] + offsets[h_i], where h_i is a hash of every word w_1 .. w_i and
+    offsets [NOISE_ROWS, V] are Gaussian with standard deviation `noise`. So a cache that holds one token too many or
+    too few (a rollback to the wrong place) gives different logits, where a bigram model would not notice. The cache
+    keeps each token and the hash after it; every extend and rollback checks that each hash follows from the tokens
+    before it, and `max_length` (None: unbounded) is enforced, as a real model's position table would.
+    """
+
+    def __init__(self, table: torch.Tensor, name: str, noise: float = 1.0, noise_seed: int = 0,
+                 max_length: int | None = None):
+        self.table = table  # [V, V], rows sum to 1
+        self.log_table = table.log().to(torch.float32)
+        self.vocab_size = table.shape[0]
+        self.name, self.max_length = name, max_length
+        g = torch.Generator().manual_seed(noise_seed)
+        self.offsets = noise * torch.randn(NOISE_ROWS, self.vocab_size, generator=g)  # [NOISE_ROWS, V] float32
+        self.tokens: list[int] = []
+        self._hashes: list[int] = []  # _hashes[i]: the hash of tokens[:i + 1]
+
+    @property
+    def length(self) -> int:
+        return len(self.tokens)
+
+    @staticmethod
+    def _mix(h: int, token: int) -> int:
+        return ((h ^ (token + 1)) * 0x100000001B3) % 2**64  # FNV-1a's step over whole tokens
+
+    def _check(self) -> None:
+        h = 0
+        for token, cached in zip(self.tokens, self._hashes, strict=True):
+            h = self._mix(h, token)
+            if h != cached:
+                raise AssertionError(f"{self.name}: the cache's state does not follow from its tokens")
+
+    def extend(self, tokens: torch.Tensor, keep: int | None = None) -> torch.Tensor:
+        new = tokens.tolist()
+        if self.max_length is not None and self.length + len(new) > self.max_length:
+            raise IndexError(f"{self.name}: {self.length} + {len(new)} tokens do not fit the context window "
+                             f"({self.max_length})")
+        h = self._hashes[-1] if self._hashes else 0
+        for token in new:
+            h = self._mix(h, token)
+            self.tokens.append(token)
+            self._hashes.append(h)
+        self._check()
+        rows = torch.tensor([h % NOISE_ROWS for h in self._hashes[-len(new):]])
+        logits = self.log_table[tokens] + self.offsets[rows]  # [k, V]
+        return logits[-keep:] if keep else logits
+
+    def rollback(self, length: int) -> None:
+        if not 0 <= length <= self.length:
+            raise ValueError(f"cannot roll back to {length}: the cache holds {self.length} tokens")
+        del self.tokens[length:], self._hashes[length:]
+        self._check()
+
+
+def prefix_pair(seed: int = 0, noise: float = 1.0) -> tuple[PrefixLM, PrefixLM]:
+    """(target, draft) PrefixLMs: the bigram pair's tables with the same prefix-dependent offsets, so that the draft
+    is a noisy copy of the target that is accepted most of the time."""
+    p, q = bigram_tables(seed)
+    return (PrefixLM(p, "toy-prefix-target", noise, noise_seed=seed),
+            PrefixLM(q, "toy-prefix-draft", noise, noise_seed=seed))

@@ -1,4 +1,9 @@
-"""The loop (paper 2.1) on the toy bigram pair: exact sequence distributions, greedy identity, stats, bad input."""
+"""The loop (paper 2.1) on toy pairs: exact sequence distributions, greedy identity, caches, stats, bad input.
+
+The sequence-level tests use `prefix_pair`: toy models whose next word depends on the whole prefix, so that a cache
+rolled back to the wrong place changes the output (the bigram pair cannot notice), with a draft that is accepted
+about 89% of the time, so that most rounds go through the rollback after several accepted drafts.
+"""
 
 import itertools
 
@@ -12,29 +17,44 @@ from specdecode import (
     ModelDraft,
     Proposal,
     SamplingConfig,
+    adjust,
     expected_tokens,
     generate,
     generate_plain,
 )
 from specdecode.drafts.hybrid import HybridDraft
-from specdecode.toy import WORDS, BigramLM, bigram_pair, bigram_tables
+from specdecode.toy import WORDS, BigramLM, PrefixLM, bigram_pair, bigram_tables, prefix_pair
 
 V = len(WORDS)
 
 
-def exact_continuations(table: torch.Tensor, last: int, length: int, config: SamplingConfig) -> np.ndarray:
-    """P(w_1 .. w_length | last) under the adjusted target, by enumerating all V^length continuations."""
-    from specdecode import adjust
+def exact_continuations(target: PrefixLM, prompt: list[int], length: int, config: SamplingConfig) -> np.ndarray:
+    """P(w_1 .. w_length | prompt) under the adjusted target, by enumerating all V^length continuations, each
+    prefix through a fresh copy of the model."""
+    fresh = PrefixLM(target.table, "fresh", noise_seed=0)
+    fresh.offsets = target.offsets
 
-    rows = adjust(table.log(), config).numpy()  # [V, V]: the adjusted next-word list after each word
-    probs = np.zeros([V] * length)
-    for seq in itertools.product(range(V), repeat=length):
-        prev, prob = last, 1.0
-        for w in seq:
-            prob *= rows[prev, w]
-            prev = w
-        probs[seq] = prob
+    def next_probs(prefix: tuple[int, ...]) -> np.ndarray:
+        fresh.rollback(0)
+        return adjust(fresh.extend(torch.tensor([*prompt, *prefix]))[-1].double(), config).numpy()
+
+    probs = np.ones([V] * length)
+    for depth in range(length):
+        for prefix in itertools.product(range(V), repeat=depth):
+            row = next_probs(prefix)
+            for rest in itertools.product(range(V), repeat=length - depth):
+                probs[(*prefix, *rest)] *= row[rest[0]]
     return probs
+
+
+def checked_run(generation: Generation) -> list[int]:
+    """Run a generation, asserting after every round the engine's cache invariant: the target's cache holds exactly
+    the context but its last token (prompt and output so far)."""
+    context = list(generation.prompt)
+    for rnd in generation:
+        context += rnd.emitted
+        assert generation.target.tokens == context[:-1], f"the target's cache is off after round {rnd}"
+    return generation.new_tokens
 
 
 @pytest.mark.parametrize("config", [SamplingConfig(temperature=1.0), SamplingConfig(temperature=0.8, top_p=0.8)],
@@ -42,22 +62,26 @@ def exact_continuations(table: torch.Tensor, last: int, length: int, config: Sam
 @pytest.mark.parametrize("gamma", [1, 3, 7])
 def test_three_token_continuations_follow_the_target_exactly(config, gamma):
     """Chi-square of 12,000 speculative runs against the exactly enumerated distribution over all 512 outcomes."""
-    target, draft = bigram_pair(seed=0)
+    target, draft = prefix_pair(seed=0)
     prompt = [0, 1]  # "the cat"
-    expected = exact_continuations(target.table, prompt[-1], 3, config)
+    expected = exact_continuations(target, prompt, 3, config)
     counts = np.zeros([V] * 3)
     torch.manual_seed(gamma)
+    accepted = 0
     for _ in range(12_000):
-        counts[tuple(generate(target, draft, prompt, 3, gamma=gamma, sampling=config).new_tokens)] += 1
+        result = generate(target, draft, prompt, 3, gamma=gamma, sampling=config)
+        counts[tuple(result.new_tokens)] += 1
+        accepted += result.stats.tokens_accepted
     assert chi_square_pvalue(counts, expected) > SIGNIFICANCE
+    assert accepted > 12_000 * 0.5 * min(gamma, 2)  # most rounds accept drafts, so most go through the rollback
 
 
 def test_prompt_lookup_then_a_draft_model_follows_the_target_exactly():
     """The hybrid draft on a prompt that repeats itself ("the cat sat the cat"): lookup proposes when the last two
     tokens occurred before, the draft model otherwise; both branches happen, and the output is still the target's."""
-    target, draft = bigram_pair(seed=0)
+    target, draft = prefix_pair(seed=0)
     prompt = [0, 1, 2, 0, 1]
-    expected = exact_continuations(target.table, prompt[-1], 3, SamplingConfig())
+    expected = exact_continuations(target, prompt, 3, SamplingConfig())
     counts = np.zeros([V] * 3)
     torch.manual_seed(11)
     passes = 0
@@ -71,8 +95,8 @@ def test_prompt_lookup_then_a_draft_model_follows_the_target_exactly():
 
 def test_the_sequence_test_catches_a_draft_sampled_without_correction():
     """Negative control: outputting the draft's own samples (no rule) is rejected by the same test."""
-    target, draft = bigram_pair(seed=0)
-    expected = exact_continuations(target.table, 1, 3, SamplingConfig())
+    target, draft = prefix_pair(seed=0)
+    expected = exact_continuations(target, [0, 1], 3, SamplingConfig())
     counts = np.zeros([V] * 3)
     torch.manual_seed(0)
     for _ in range(12_000):
@@ -80,16 +104,79 @@ def test_the_sequence_test_catches_a_draft_sampled_without_correction():
     assert chi_square_pvalue(counts, expected) < SIGNIFICANCE
 
 
+class _KeepsOneRejected(PrefixLM):
+    """A cache whose rollback is off by one: after a rejection it keeps the first rejected draft."""
+
+    def rollback(self, length: int) -> None:
+        super().rollback(min(length + 1, self.length) if 0 < length < self.length else length)
+
+
+def test_the_sequence_tests_catch_a_rollback_off_by_one():
+    """Negative control: the same cache bug that the bigram pair cannot see (it only reads the last word) changes
+    the prefix pair's greedy output and breaks the cache invariant."""
+    table, draft = prefix_pair(seed=3)[0].table, prefix_pair(seed=3)[1]
+    broken = _KeepsOneRejected(table, "broken", noise_seed=3)
+    prompts = [[0], [1, 4], [7, 7, 2], [3, 5, 6, 1]]
+    greedy = SamplingConfig(0)
+    differs = sum(generate(broken, draft, p, 30, gamma=4, sampling=greedy).new_tokens !=
+                  generate_plain(broken, p, 30, sampling=greedy).new_tokens for p in prompts)
+    assert differs > 0
+    caught = 0
+    for p in prompts:
+        try:
+            checked_run(Generation(broken, draft, p, 30, gamma=4, sampling=greedy))
+        except AssertionError as error:
+            caught += "cache is off" in str(error)
+    assert caught > 0
+    bigram_target, bigram_draft = bigram_pair(seed=3)
+    blind = type("Blind", (BigramLM,), {"rollback": lambda self, n: BigramLM.rollback(
+        self, min(n + 1, self.length) if 0 < n < self.length else n)})(bigram_target.table, "blind")
+    assert all(generate(blind, bigram_draft, p, 30, gamma=4, sampling=greedy).new_tokens ==
+               generate_plain(blind, p, 30, sampling=greedy).new_tokens for p in prompts)  # why a bigram cannot tell
+
+
 @pytest.mark.parametrize("gamma", [1, 2, 4, 8])
 def test_greedy_speculative_output_is_identical_to_plain(gamma):
-    target, draft = bigram_pair(seed=3)
+    target, draft = prefix_pair(seed=3)
     rng = np.random.default_rng(0)
+    accepted = drafted = 0
     for _ in range(40):
         prompt = rng.integers(0, V, size=int(rng.integers(1, 6))).tolist()
         plain = generate_plain(target, prompt, 30, sampling=SamplingConfig(0)).new_tokens
-        spec = generate(target, draft, prompt, 30, gamma=gamma, sampling=SamplingConfig(0))
-        assert spec.new_tokens == plain
+        generation = Generation(target, draft, prompt, 30, gamma=gamma, sampling=SamplingConfig(0))
+        assert checked_run(generation) == plain
         assert len(plain) == 30
+        accepted += generation.stats.tokens_accepted
+        drafted += generation.stats.tokens_drafted
+    assert accepted > 0.6 * drafted  # most drafts were accepted, so most rounds rolled back after accepted drafts
+
+
+def test_sampled_runs_keep_the_cache_invariant_and_seeds_reproduce():
+    target, draft = prefix_pair(seed=1)
+    for gamma, seed in itertools.product((2, 5), range(5)):
+        runs = [checked_run(Generation(target, draft, [seed % V], 40, gamma=gamma, seed=seed)) for _ in range(2)]
+        assert runs[0] == runs[1]
+
+
+def test_a_draft_with_a_short_window_drafts_from_its_most_recent_tokens():
+    """A draft of window 6 under prompts of up to 20 tokens: every proposal's q is the draft's own distribution after
+    the last few tokens of the context (a fresh pass over the view the draft says it sees), the window is never
+    overrun (the toy raises), and greedy output equals plain decoding."""
+    target, full_draft = prefix_pair(seed=2)
+    short = PrefixLM(full_draft.table, "short", noise_seed=2, max_length=6)
+    fresh = PrefixLM(full_draft.table, "fresh", noise_seed=2)
+    draft = ModelDraft(short)
+    greedy = SamplingConfig(0)
+    for length, gamma in itertools.product((3, 6, 7, 20), (1, 3, 6, 9)):
+        prompt = [(i * 5 + length) % V for i in range(length)]
+        draft.begin(prompt)
+        proposal = draft.propose(prompt, gamma, SamplingConfig(), torch.Generator().manual_seed(0))
+        assert 1 <= len(proposal.tokens) <= min(gamma, 6)
+        fresh.rollback(0)
+        want = adjust(fresh.extend(torch.tensor(prompt[draft.start:]))[-1], SamplingConfig())
+        torch.testing.assert_close(proposal.probs[0], want)
+        plain = generate_plain(target, prompt, 25, sampling=greedy).new_tokens
+        assert generate(target, draft, prompt, 25, gamma=gamma, sampling=greedy).new_tokens == plain
 
 
 def test_greedy_is_identical_even_with_a_poor_draft():

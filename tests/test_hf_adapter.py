@@ -101,3 +101,19 @@ def test_the_context_window_is_respected():
     draft = ModelDraft(HFCausalLM(tiny_llama(vocab_size=16, seed=9, max_positions=24)))
     result = generate(target, draft, list(range(10)), 100, gamma=5, seed=0)
     assert result.stop_reason == "context" and 10 + len(result.new_tokens) <= 25
+
+
+def test_a_prompt_longer_than_the_draft_window_drafts_from_its_most_recent_tokens():
+    """GPT-2 cannot go past its position table: a 16-position draft under a 128-position target, prompts of up to 60
+    tokens and 40 new ones. It used to fail in `begin` (an index error); it now drafts from its recent window every
+    round, and greedy output equals plain decoding."""
+    target = HFCausalLM(tiny_llama(vocab_size=16, seed=1, scale=8.0))
+    draft = ModelDraft(HFCausalLM(tiny_gpt2(vocab_size=16, seed=1, max_positions=16)))
+    rng = random.Random(2)
+    for length, gamma in [(15, 4), (16, 5), (17, 1), (40, 3), (60, 16)]:
+        prompt = [rng.randrange(16) for _ in range(length)]
+        plain = generate_plain(target, prompt, 40, sampling=SamplingConfig(0)).new_tokens
+        result = generate(target, draft, prompt, 40, gamma=gamma, sampling=SamplingConfig(0))
+        assert result.new_tokens == plain
+        assert draft.model.length <= 16
+        assert result.stats.tokens_drafted >= 40 / 2  # the draft proposed in every round

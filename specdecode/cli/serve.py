@@ -24,6 +24,16 @@ def add_parser(sub) -> None:
     add_model_options(p, "default drafts per round: an integer >= 1, or 'auto' (default; requests may override)")
     p.add_argument("--max-tokens", type=int, default=2048, help="the most tokens one request may ask for (2048)")
     p.add_argument("--max-prompt-tokens", type=int, default=4096, help="the longest prompt accepted, in tokens")
+    p.add_argument("--max-body-bytes", type=int, default=1_000_000,
+                   help="the largest request body accepted, checked before parsing (1000000; larger: 413)")
+    p.add_argument("--max-queue", type=int, default=16,
+                   help="generating requests running or waiting their turn at once (16; one more: 503)")
+    p.add_argument("--request-timeout", type=float, default=300.0,
+                   help="seconds a generating request may take, its wait included (300): past it a waiting request "
+                   "gets a 503 and a running one answers with what it has")
+    p.add_argument("--allowed-hosts", default=None,
+                   help="comma-separated Host names answered, '*' for any (default: the loopback names when --host "
+                   "is a loopback address, which stops DNS rebinding; otherwise any)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                    help="server log level (info logs every request)")
     p.set_defaults(run=run)
@@ -34,15 +44,18 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--port must be in 0..65535, got {args.port}")
     if args.gamma != "auto" and args.gamma < 1:
         raise ValueError(f"--gamma must be >= 1 or 'auto', got {args.gamma}")
-    for name in ("max_tokens", "max_prompt_tokens"):
+    for name in ("max_tokens", "max_prompt_tokens", "max_body_bytes", "max_queue"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if not 0 < args.request_timeout < float("inf"):
+        raise ValueError(f"--request-timeout must be a number of seconds > 0, got {args.request_timeout}")
     import uvicorn
 
     from ..server import create_app
 
     app = create_app(args.target, args.draft, args.dtype, args.engine, args.max_prompt_tokens, args.max_tokens,
-                     args.gamma)
+                     args.gamma, args.max_body_bytes, args.max_queue, args.request_timeout,
+                     allowed_hosts(args.host, args.allowed_hosts))
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level, access_log=True,
                             log_config=_log_config(), timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
@@ -57,6 +70,18 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"could not serve on {args.host}:{args.port} (see the log above)") from None
     print("specdecode serve: stopped", file=sys.stderr, flush=True)
     return 0
+
+
+def allowed_hosts(host: str, flag: str | None) -> list[str] | None:
+    """The Host names to answer (None: any) from --host and --allowed-hosts."""
+    from ..server.guard import LOOPBACK_HOSTS, host_name
+
+    if flag is None:
+        return [*LOOPBACK_HOSTS, host] if host_name(host) in LOOPBACK_HOSTS else None
+    names = [name.strip() for name in flag.split(",") if name.strip()]
+    if not names:
+        raise ValueError("--allowed-hosts needs at least one name (or '*' for any)")
+    return None if "*" in names else names
 
 
 def _log_config() -> dict:

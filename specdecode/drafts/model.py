@@ -12,10 +12,17 @@ from .base import Proposal
 class ModelDraft:
     """Wraps any `CausalLM` as a draft, keeping its KV cache in step with the accepted text.
 
-    The cache holds `self.cached` tokens. Each round it is rolled back to the longest prefix the context still
-    shares (everything after the first rejected draft goes), the missing tokens are fed in one pass, and then the
-    gamma drafts are sampled one forward pass each. vocab_size may exceed the model's own (q = 0 on the extra ids).
-    Between `begin` calls, each context must extend the previous one (as the engine's do).
+    The draft sees the context from `self.start` on (its view), and its cache holds `self.cached`, a prefix of the
+    view. Each round the cache is rolled back to the longest prefix the view still shares (everything after the
+    first rejected draft goes), the missing tokens are fed in one pass, and then the gamma drafts are sampled one
+    forward pass each. vocab_size may exceed the model's own (q = 0 on the extra ids). Between `begin` calls, each
+    context must extend the previous one (as the engine's do).
+
+    A context longer than the draft model's window (`max_length`) does not fit its cache: the draft then drafts from
+    the most recent tokens only. When the view and gamma drafts would overflow the window, the view restarts with
+    the last window - max(gamma, window / 2) + 1 tokens: one prefill of about half a window, once every half window
+    of text. (A prompt longer than the window starts with its last half window.) A proposal may depend on the
+    context in any way, so the output stays exact.
     """
 
     def __init__(self, model: CausalLM, vocab_size: int | None = None, name: str | None = None):
@@ -26,14 +33,21 @@ class ModelDraft:
                 f"the draft's vocabulary ({model.vocab_size}) is larger than the target's ({self.vocab_size})"
             )
         self.name = name or model.name
+        self.start = 0  # the view: context[start:]
         self.cached: list[int] = []
-        self._synced = 0  # cached[:_synced] is known to equal the context of the last call
+        self._synced = 0  # cached[:_synced] is known to equal the view of the last call
 
     def begin(self, prompt_ids: list[int]) -> None:
+        window = self.model.max_length
+        fits = window is None or len(prompt_ids) <= window
+        self._restart(prompt_ids, 0 if fits else len(prompt_ids) - max(1, window // 2))
+
+    def _restart(self, context: list[int], start: int) -> None:
+        """Empty the cache and view the context from `start` on (the view less its last token goes into the cache)."""
         self.model.rollback(0)
-        self.cached = []
-        if len(prompt_ids) > 1:
-            self._feed(prompt_ids[:-1])
+        self.start, self.cached = start, []
+        if len(context) - start > 1:
+            self._feed(context[start:-1])
         self._synced = len(self.cached)
 
     def _feed(self, tokens: list[int]) -> torch.Tensor:
@@ -52,20 +66,24 @@ class ModelDraft:
     def propose(
         self, context: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator | None
     ) -> Proposal:
-        room = self.model.max_length - len(context) if self.model.max_length else gamma
-        gamma = min(gamma, room)
+        window = self.model.max_length
+        if window is not None:
+            gamma = min(gamma, window)  # the cache ends holding the view and gamma - 1 drafts
+            if len(context) - self.start + gamma - 1 > window:  # it would overflow: move the view up
+                self._restart(context, len(context) - (window - max(gamma, window // 2) + 1))
         if gamma <= 0:
             return Proposal.empty(self.vocab_size)
-        # The longest common prefix of the cache and context[:-1] (at least one token must be fed for fresh logits).
-        limit = min(len(self.cached), len(context) - 1)
+        view = context[self.start:]
+        # The longest common prefix of the cache and view[:-1] (at least one token must be fed for fresh logits).
+        limit = min(len(self.cached), len(view) - 1)
         keep = min(self._synced, limit)
-        while keep < limit and self.cached[keep] == context[keep]:
+        while keep < limit and self.cached[keep] == view[keep]:
             keep += 1
         self.model.rollback(keep)
         del self.cached[keep:]
 
-        logits = self._feed(context[keep:])
-        self._synced = len(context)
+        logits = self._feed(view[keep:])
+        self._synced = len(view)
         tokens, rows = [], []
         for i in range(gamma):
             q = adjust(logits, sampling)  # [V]

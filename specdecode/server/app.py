@@ -30,16 +30,22 @@ from fastapi.staticfiles import StaticFiles
 from ..engine import Round
 from ..models.default import DEFAULT_TARGET
 from . import errors, figures, openai
+from .guard import Guard
 from .schemas import ChatRequest, CompletionRequest, LiveRequest, OpenAIRequest, ToyRoundRequest
-from .service import Job, Service
+from .service import Job, Service, Ticket
 
 STATIC = Path(__file__).parent / "static"
+MAX_DRAWS = 100_000  # the draws figure's largest n (it asks for 10,000; a million cost ~300 MB a call)
 log = logging.getLogger("specdecode.server")
 
 
 class ClosingStreamingResponse(StreamingResponse):
     """A streaming response that always closes its body, so a generation's lock is released when a client leaves
-    (Starlette leaves an abandoned body generator to the garbage collector)."""
+    (Starlette leaves an abandoned body generator to the garbage collector), and then releases its ticket."""
+
+    def __init__(self, *args, ticket: Ticket, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.ticket = ticket
 
     async def __call__(self, scope, receive, send) -> None:
         try:
@@ -47,48 +53,65 @@ class ClosingStreamingResponse(StreamingResponse):
         finally:
             with anyio.CancelScope(shield=True):
                 await self.body_iterator.aclose()
+            self.ticket.release()
 
 
 def create_app(target: str = DEFAULT_TARGET, draft: str | None = None, dtype: str = "auto",
                engine: str = "auto", max_prompt_tokens: int = 4096, max_tokens: int = 2048,
-               gamma: int | str = "auto") -> FastAPI:
+               gamma: int | str = "auto", max_body_bytes: int = 1_000_000, max_queue: int = 16,
+               request_timeout: float = 300.0, allowed_hosts: list[str] | None = None) -> FastAPI:
     """The app serving `target` with `draft` (None: the target's default draft), loaded on first use.
 
     max_prompt_tokens and max_tokens cap what one request may ask for; gamma is the default drafts per round (an
-    integer, or "auto": chosen each round by `adaptive.AdaptiveGamma`).
+    integer, or "auto": chosen each round by `adaptive.AdaptiveGamma`). max_body_bytes caps a request body (413),
+    max_queue the generating requests running or waiting (503), request_timeout each one's seconds; allowed_hosts
+    (None: any) the Host names answered (see `guard`).
     """
-    service = Service(target, draft, dtype, engine, gamma, max_prompt_tokens, max_tokens)
+    if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
+        raise ValueError(f"max_body_bytes must be an integer >= 1, got {max_body_bytes!r}")
+    service = Service(target, draft, dtype, engine, gamma, max_prompt_tokens, max_tokens, max_queue, request_timeout)
     app = FastAPI(title="specdecode", version="0.1.0", docs_url=None, redoc_url=None,  # the docs UIs need a CDN
                   description="Exact speculative decoding behind an OpenAI-compatible API.")
     app.state.service = service
+    app.add_middleware(Guard, max_body_bytes=max_body_bytes, allowed_hosts=allowed_hosts)
     errors.install(app)
     started = int(time.time())
 
     def streamed(job: Job, request: Request,
                  events: Callable[[AsyncIterator[tuple[int, Round]]], AsyncIterator[str]],
                  error_event: str | None = None) -> StreamingResponse:
+        ticket = service.admit()  # a full queue is a 503 before the first byte
+
         async def body() -> AsyncIterator[str]:
             try:
-                async with contextlib.aclosing(service.choices(job, request.is_disconnected)) as choices:
+                async with contextlib.aclosing(service.choices(job, request.is_disconnected,
+                                                               ticket.deadline)) as choices:
                     async for event in events(choices):
                         yield event
             except Exception as error:  # the status line is gone: report in the stream, then end it
-                log.exception("generation failed")
-                yield openai.sse(errors.error_body(f"generation failed: {error}", 500), error_event)
+                status = error.status if isinstance(error, errors.APIError) else 500
+                if status >= 500 and not isinstance(error, errors.APIError):
+                    log.exception("generation failed")
+                message = error.message if isinstance(error, errors.APIError) else f"generation failed: {error}"
+                yield openai.sse(errors.error_body(message, status), error_event)
                 if error_event is None:
                     yield openai.sse("[DONE]")
                 return
             _log_job(job, request)
 
-        return ClosingStreamingResponse(body(), media_type="text/event-stream",
+        return ClosingStreamingResponse(body(), media_type="text/event-stream", ticket=ticket,
                                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
     async def respond(job: Job, request: Request, body: OpenAIRequest, kind: openai.Kind):
         if body.stream:
             include_usage = body.stream_options is not None and body.stream_options.include_usage
             return streamed(job, request, lambda choices: openai.stream(job, choices, kind, include_usage))
-        for generation in job.generations:
-            await service.run(generation, request.is_disconnected)
+        ticket = service.admit()
+        try:
+            for generation in job.generations:
+                await service.run(generation, request.is_disconnected, ticket.deadline)
+        finally:
+            ticket.release()
         _log_job(job, request)
         return openai.answer(job, kind)
 
@@ -114,20 +137,21 @@ def create_app(target: str = DEFAULT_TARGET, draft: str | None = None, dtype: st
     @app.post("/v1/completions")
     async def completions(body: CompletionRequest, request: Request):
         loaded = await service.ready(body.model)
-        job = service.job(loaded, service.encode(loaded, text=body.prompt), body)
+        job = service.job(loaded, await service.tokenize(loaded, text=body.prompt), body)
         return await respond(job, request, body, "text")
 
     @app.post("/v1/chat/completions")
     async def chat_completions(body: ChatRequest, request: Request):
         loaded = await service.ready(body.model)
         messages = [{"role": m.role, "content": m.text()} for m in body.messages]
-        job = service.job(loaded, service.encode(loaded, messages=messages), body)
+        job = service.job(loaded, await service.tokenize(loaded, messages=messages), body)
         return await respond(job, request, body, "chat")
 
     @app.post("/api/live")
     async def live(body: LiveRequest, request: Request) -> StreamingResponse:
         loaded = await service.ready()
-        job = service.job(loaded, service.encode(loaded, messages=[{"role": "user", "content": body.prompt}]), body)
+        job = service.job(loaded, await service.tokenize(loaded, messages=[{"role": "user", "content": body.prompt}]),
+                          body)
         return streamed(job, request, lambda choices: figures.live(job, choices), error_event="error")
 
     @app.post("/api/toy/round")
@@ -135,7 +159,7 @@ def create_app(target: str = DEFAULT_TARGET, draft: str | None = None, dtype: st
         return figures.toy_round(body)
 
     @app.get("/api/draws")
-    def draws(n: int = Query(10_000, ge=1, le=1_000_000), seed: int | None = Query(None, ge=0, le=2**63 - 1)) -> dict:
+    def draws(n: int = Query(10_000, ge=1, le=MAX_DRAWS), seed: int | None = Query(None, ge=0, le=2**63 - 1)) -> dict:
         return figures.draws(n, seed if seed is not None else secrets.randbits(31))
 
     @app.get("/api/gamma")

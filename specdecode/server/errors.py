@@ -11,8 +11,8 @@ from starlette.exceptions import HTTPException
 
 log = logging.getLogger("specdecode.server")
 
-TYPES = {400: "invalid_request_error", 404: "not_found_error", 405: "invalid_request_error", 413:
-         "invalid_request_error", 503: "service_unavailable", 500: "server_error"}
+TYPES = {400: "invalid_request_error", 404: "not_found_error", 405: "invalid_request_error", 408:
+         "invalid_request_error", 413: "invalid_request_error", 503: "service_unavailable", 500: "server_error"}
 
 
 class APIError(Exception):

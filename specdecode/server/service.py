@@ -1,8 +1,11 @@
 """The served models and the one place that runs them.
 
-The target and its draft are loaded on the first request that needs them, once, under a lock. Generations run one
-at a time under a second lock, round by round in a worker thread, so the event loop stays free and a client that
-goes away stops its generation at the next round.
+The target and its draft are loaded on the first request that needs them, once, under a lock. Prompts are tokenised
+in a worker thread. Generations run one at a time under a second lock, round by round in a worker thread, so the
+event loop stays free and a client that goes away stops its generation at the next round (or, while it waits its
+turn, before any model work). At most `max_queue` generating requests are admitted at once (running or waiting: the
+next gets a 503), and each has `request_timeout` seconds from its admission: past that it stops waiting (503) or
+stops generating and answers with what it has.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
@@ -32,6 +36,8 @@ _DONE = object()
 
 
 COST_KS = (1, 2, 4, 8, 16)  # pass sizes whose cost the "choosing gamma" figure measures on the served engine
+MAX_CHARS_PER_TOKEN = 64  # a prompt longer than this many characters per allowed token is refused untokenised
+POLL_SECONDS = 0.005  # how often a queued generation looks for its turn (and every 20th time, for its client)
 
 
 @dataclass
@@ -61,14 +67,29 @@ class Job:
         return self.loaded.target.name
 
 
+class Ticket:
+    """A generating request's place among the `max_queue` admitted, with its deadline (time.monotonic seconds).
+    Release it when the request is answered or abandoned (releasing twice is harmless)."""
+
+    def __init__(self, service: Service, deadline: float):
+        self.service, self.deadline, self.released = service, deadline, False
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self.service.admitted -= 1
+
+
 class Service:
     def __init__(self, target: str, draft: str | None, dtype: str, engine: str, gamma: int | str,
-                 max_prompt_tokens: int, max_tokens: int):
+                 max_prompt_tokens: int, max_tokens: int, max_queue: int = 16, request_timeout: float = 300.0):
         check_gamma(gamma, auto=True)
-        if max_prompt_tokens < 1 or max_tokens < 1:
-            raise ValueError("max_prompt_tokens and max_tokens must be >= 1")
+        if max_prompt_tokens < 1 or max_tokens < 1 or max_queue < 1 or not request_timeout > 0:
+            raise ValueError("max_prompt_tokens, max_tokens and max_queue must be >= 1, request_timeout > 0")
         self.target_spec, self.draft_spec, self.dtype, self.engine = target, draft, dtype, engine
         self.gamma, self.max_prompt_tokens, self.max_tokens = gamma, max_prompt_tokens, max_tokens
+        self.max_queue, self.request_timeout = max_queue, request_timeout
+        self.admitted = 0  # generating requests admitted and not yet released (touched on the event loop only)
         # With gamma "auto", one controller serves every request, so it keeps what it has measured of the models
         # (made when the target is loaded: its prior verify cost is the engine's).
         self.controller: AdaptiveGamma | None = None
@@ -116,8 +137,27 @@ class Service:
 
     # --- requests ------------------------------------------------------------------------------------------------
 
+    async def tokenize(self, loaded: Loaded, text: str | None = None, messages: list[dict] | None = None) -> list[int]:
+        """`encode` in a worker thread: a long prompt does not hold up the event loop (and /health)."""
+        return await anyio.to_thread.run_sync(lambda: self.encode(loaded, text, messages))
+
     def encode(self, loaded: Loaded, text: str | None = None, messages: list[dict] | None = None) -> list[int]:
-        """Prompt ids of raw text, or of chat messages (through the chat template; joined words for the toy)."""
+        """Prompt ids of raw text, or of chat messages (through the chat template; joined words for the toy).
+
+        Text that is not valid Unicode (a lone surrogate such as "\\ud800" from JSON) and text too long to be a
+        prompt of max_prompt_tokens are refused before the tokenizer sees them."""
+        param = "messages" if messages is not None else "prompt"
+        texts = [m["content"] for m in messages] if messages is not None else [text]
+        for part in texts:
+            try:
+                part.encode("utf-8")
+            except UnicodeEncodeError as error:
+                raise APIError(f"{param}: the text is not valid Unicode (a lone surrogate at character {error.start}; "
+                               "JSON escapes such as \\ud83d must come in pairs)", param=param) from None
+        chars = sum(len(part) for part in texts)
+        if chars > self.max_prompt_tokens * MAX_CHARS_PER_TOKEN:
+            raise APIError(f"the prompt has {chars} characters, too long to fit the {self.max_prompt_tokens} tokens "
+                           "this server takes", param=param, code="context_length_exceeded")
         tokenizer = loaded.target.tokenizer
         ids = tokenizer.encode_chat(messages) if messages is not None else tokenizer.encode(text, chat=False)
         if not ids:
@@ -174,37 +214,66 @@ class Service:
 
     # --- running -------------------------------------------------------------------------------------------------
 
-    async def rounds(self, generation: Generation,
-                     is_disconnected: Callable[[], Awaitable[bool]] | None = None) -> AsyncIterator[Round]:
+    def admit(self) -> Ticket:
+        """A place for one more generating request, or a 503 when max_queue are already running or waiting."""
+        if self.admitted >= self.max_queue:
+            raise APIError(f"the server is busy: {self.max_queue} requests are already generating or waiting their "
+                           "turn; retry later", 503, code="server_busy")
+        self.admitted += 1
+        return Ticket(self, time.monotonic() + self.request_timeout)
+
+    async def rounds(self, generation: Generation, is_disconnected: Callable[[], Awaitable[bool]] | None = None,
+                     deadline: float | None = None) -> AsyncIterator[Round]:
         """The rounds of one generation as they happen, one generation at a time.
 
         The lock is taken without blocking the event loop and released only after the worker thread has finished
-        its round (anyio does not abandon a running thread on cancellation). Use it with `contextlib.aclosing`.
+        its round (anyio does not abandon a running thread on cancellation). A client that leaves while waiting
+        costs nothing (not even the prefill). Past the deadline (time.monotonic seconds) a waiting generation raises
+        a 503 and a running one stops after its round. Use it with `contextlib.aclosing`.
         """
+        polls = 0
         while not self._generation_lock.acquire(blocking=False):
-            await anyio.sleep(0.005)
-        steps = iter(generation)
+            if deadline is not None and time.monotonic() > deadline:
+                raise APIError(f"the server is busy: the request waited its turn past the time limit "
+                               f"({self.request_timeout:g} s)", 503, code="server_busy")
+            polls += 1
+            if is_disconnected is not None and polls % 20 == 0 and await is_disconnected():
+                log.info("client went away while waiting its turn: nothing run")
+                return
+            await anyio.sleep(POLL_SECONDS)
         try:
-            while True:
-                rnd = await anyio.to_thread.run_sync(next, steps, _DONE)
-                if rnd is _DONE:
-                    return
-                yield rnd
-                if is_disconnected is not None and await is_disconnected():
-                    log.info("client went away: generation stopped after %d rounds", generation.stats.rounds)
-                    return
+            if is_disconnected is not None and await is_disconnected():
+                log.info("client went away while waiting its turn: nothing run")
+                return
+            steps = iter(generation)
+            try:
+                while True:
+                    rnd = await anyio.to_thread.run_sync(next, steps, _DONE)
+                    if rnd is _DONE:
+                        return
+                    yield rnd
+                    if is_disconnected is not None and await is_disconnected():
+                        log.info("client went away: generation stopped after %d rounds", generation.stats.rounds)
+                        return
+                    if deadline is not None and time.monotonic() > deadline:
+                        log.warning("time limit (%g s) reached: generation stopped after %d rounds",
+                                    self.request_timeout, generation.stats.rounds)
+                        return
+            finally:
+                steps.close()
         finally:
-            steps.close()
             self._generation_lock.release()
 
-    async def run(self, generation: Generation, is_disconnected=None) -> list[Round]:
-        async with contextlib.aclosing(self.rounds(generation, is_disconnected)) as rounds:
+    async def run(self, generation: Generation, is_disconnected=None, deadline: float | None = None) -> list[Round]:
+        async with contextlib.aclosing(self.rounds(generation, is_disconnected, deadline)) as rounds:
             return [rnd async for rnd in rounds]
 
-    async def choices(self, job: Job, is_disconnected=None) -> AsyncIterator[tuple[int, Round]]:
-        """(choice index, round) of each of a job's generations in turn (each as `rounds` runs it)."""
+    async def choices(self, job: Job, is_disconnected=None, deadline: float | None = None
+                      ) -> AsyncIterator[tuple[int, Round]]:
+        """(choice index, round) of each of a job's generations in turn (each as `rounds` runs it, all under one
+        deadline)."""
         for i, generation in enumerate(job.generations):
-            async with contextlib.aclosing(self.rounds(generation, is_disconnected)) as rounds:
+            async with contextlib.aclosing(self.rounds(generation, is_disconnected, deadline)) as rounds:
                 async for rnd in rounds:
                     yield i, rnd
             if is_disconnected is not None and await is_disconnected():
