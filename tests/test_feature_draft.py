@@ -225,3 +225,23 @@ def test_the_engines_features_are_the_ones_the_trainer_reads(tiny):
     # The last feature layer may be the target's last layer's output (layer 8 of 8).
     D = model.shape.hidden
     assert not torch.equal(engine[:, :D], engine[:, 2 * D:])
+
+
+def test_the_eagle_draft_is_refused_clearly_where_it_cannot_run(tiny, tmp_path):
+    head = make_head(tiny, tmp_path / "head")
+    on_transformers = load_target(str(tiny.source), engine="transformers", dtype="float32")
+    with pytest.raises(ValueError, match="only the native engine"):
+        load_draft(f"eagle:{head}", on_transformers)
+    with pytest.raises(ValueError, match="holds no EAGLE-3 draft head"):
+        load_draft(f"eagle:{tiny.source}", tiny)
+    other = load_target(str(tiny_llama_checkpoint(tmp_path / "wide", word_tokenizer([f"w{i}" for i in range(10)]),
+                                                  hidden=32, layers=8)), engine="native")
+    with pytest.raises(ValueError, match="trained for another target"):
+        load_draft(f"eagle:{head}", other)
+    draft = load_draft(f"eagle:{head}", tiny)
+    tiny.model.feature_layers = ()  # another draft (or user) changed what the target keeps
+    try:
+        with pytest.raises(ValueError, match="another target"):
+            generate(tiny.model, draft, [2, 3], 4)
+    finally:
+        tiny.model.feature_layers = draft.feature_layers

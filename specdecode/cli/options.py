@@ -7,7 +7,8 @@ import argparse
 from ..load import DTYPES, ENGINES
 from ..models.default import DEFAULT_TARGET
 
-DRAFT_KINDS = ("trained (the shipped draft)", "prompt-lookup", "bigram [FILE] (or bigram:FILE)",
+DRAFT_KINDS = ("eagle[:DIR] (the shipped EAGLE-3 feature head, native engine)", "trained (the shipped draft)",
+               "prompt-lookup", "bigram [FILE] (or bigram:FILE)",
                "unigram [FILE]", "lookup+DRAFT (prompt lookup when the text repeats, else DRAFT)", "none", "toy",
                "a model directory")
 

@@ -54,6 +54,8 @@ def add_parser(sub) -> None:
     p.add_argument("--rollout", type=int, default=e.rollout,
                    help=f"[eagle] steps of the rollout loss (default {e.rollout})")
     p.add_argument("--lr", type=float, default=e.lr, help=f"[eagle] peak learning rate (default {e.lr:g})")
+    p.add_argument("--answer-share", type=float, default=e.answer_share,
+                   help=f"[eagle] share of each batch drawn from the target's answers (default {e.answer_share:g})")
     p.set_defaults(run=run)
 
 
@@ -96,9 +98,12 @@ def run_eagle(args: argparse.Namespace) -> int:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
     if not 0 < args.lr < 1:
         raise ValueError("--lr must be in (0, 1)")
+    if not 0 <= args.answer_share <= 1:
+        raise ValueError("--answer-share must be in [0, 1]")
     target = load_target(args.target, engine="native")
     budget = EagleBudget(args.prompts, args.answer_tokens, args.batch, args.text_positions, args.draft_vocab,
-                         rollout=args.rollout, lr=args.lr, train_seconds=args.train_minutes * 60,
+                         rollout=args.rollout, answer_share=args.answer_share, lr=args.lr,
+                         train_seconds=args.train_minutes * 60,
                          eval_prompts=args.eval_prompts, eval_tokens=args.eval_tokens)
     command = "specdecode " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["train-draft"] else \
         "specdecode train-draft --kind eagle"

@@ -363,7 +363,7 @@ def train_eagle(target: Target, out: Path, budget: EagleBudget, documents: dict[
     train_seconds = time.perf_counter() - train_started
     after = held_out(tensors, config, held_batches, embed, budget.rollout)
     save_eagle(out, tensors, config)
-    run = {"seed": seed, "budget": asdict(budget), "steps": steps, "positions": positions,
+    run = {"command": command, "seed": seed, "budget": asdict(budget), "steps": steps, "positions": positions,
            "scoring_seconds": scored_at - started - data_seconds,
            "train_seconds": train_seconds, "total_seconds": time.perf_counter() - started,
            "held_out_before": before, "held_out_after": after, "threads": torch.get_num_threads(),
@@ -397,6 +397,7 @@ def model_card(summary: dict, config: dict, command: str) -> str:
         alpha = (f"- Held-out bench prompts (split \"test\"), gamma 4: alpha {e0['alpha']:.2f} greedy, "
                  f"{e1['alpha']:.2f} at temperature 1; c = {e0['c']:.3f}.\n")
     runs = len(summary["runs"])
+    commands = "\n".join(f"    {r.get('command', command)}" for r in summary["runs"])
     return f"""# An EAGLE-3 draft head for {summary['target']}
 
 One Llama decoder layer at the target's width ({config['hidden_size']}; {config['num_attention_heads']} heads,
@@ -411,7 +412,7 @@ speculative model; in specdecode it is the `eagle` draft on the native engine.
 
 ## How it was made
 
-    {command}
+{commands}
 
 - Data, made offline by the target: {summary['train_documents']} training documents (answers of the target to
   generated prompts, half greedy and half sampled at temperature 1, and chunks of standard-library source), each
