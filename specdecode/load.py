@@ -227,13 +227,16 @@ def load_tokenizer(name: str = DEFAULT_TARGET) -> tuple[TextTokenizer, int]:
 
 
 def default_draft(target: Target) -> str:
-    """lookup+trained (prompt lookup, else the shipped trained draft) for the default target on the torch engines;
+    """For the default target: lookup+eagle (prompt lookup, else the shipped EAGLE-3 head) on the native engine, the
+    fastest draft measured there (docs/bench/eagle); lookup+trained (the shipped standalone draft) on transformers;
     prompt lookup on llama.cpp, whose verify pass of k tokens costs nearly k passes on few cores, so that only a free
-    draft's long matches can pay (docs/engines.md); prompt lookup for other targets; toy for the toy."""
+    draft's long matches can pay (docs/engines.md). Prompt lookup for other targets; toy for the toy."""
     if target.engine == "toy":
         return "toy"
     if target.engine == "llama.cpp" or target.name != DEFAULT_DISPLAY or not SHIPPED_DRAFT.is_dir():
         return "prompt-lookup"
+    if target.engine == "native" and is_eagle(SHIPPED_EAGLE):
+        return "lookup+eagle"
     return "lookup+trained"
 
 

@@ -117,7 +117,7 @@ def test_generate_json_reports_every_field(capsys):
                 "alpha", "tokens_per_target_call", "seconds", "tokens_per_second", "gamma", "draft", "engine",
                 "plain_seconds", "plain_tokens_per_second", "speedup", "identical_to_plain"):
         assert key in report, key
-    assert report["identical_to_plain"] is True and report["draft"] == "lookup+trained"  # the default draft
+    assert report["identical_to_plain"] is True and report["draft"] == "lookup+eagle"  # native's default draft
     assert report["tokens_per_target_call"] > 1.0
 
 

@@ -245,3 +245,22 @@ def test_the_eagle_draft_is_refused_clearly_where_it_cannot_run(tiny, tmp_path):
             generate(tiny.model, draft, [2, 3], 4)
     finally:
         tiny.model.feature_layers = draft.feature_layers
+
+
+def test_the_shipped_head_loads_offline_for_smollm2_and_drafts_what_it_reports(smollm2_native):
+    """The package's head: the target's vocabulary and width, the engines' default feature layers, under 30 MB, and
+    greedy output with it (behind prompt lookup, the native default) identical to plain decoding."""
+    from specdecode.load import SHIPPED_EAGLE, default_draft
+
+    target = smollm2_native
+    assert (SHIPPED_EAGLE / "model.safetensors").stat().st_size < 30e6
+    assert default_draft(target) == "lookup+eagle"
+    draft = load_draft("eagle", target)
+    config = json.loads((SHIPPED_EAGLE / "config.json").read_text())
+    assert draft.vocab_size == target.model.vocab_size == config["vocab_size"]
+    assert draft.feature_layers == (2, 15, 27) == tuple(config["specdecode"]["feature_layers"])
+    assert len(draft.head.draft_ids) == config["draft_vocab_size"]
+    ids = target.tokenizer.encode("Name three rivers in Europe.")
+    plain = generate_plain(target.model, ids, 24, GREEDY).new_tokens
+    result = generate(target.model, load_draft("lookup+eagle", target), ids, 24, gamma="auto", sampling=GREEDY)
+    assert result.new_tokens == plain and result.stats.tokens_accepted > 0

@@ -26,11 +26,11 @@ def test_it_is_small_standard_and_shares_the_targets_vocabulary():
 def test_it_loads_offline_and_is_the_default_draft(smollm2, capsys):
     draft = load_draft("trained", smollm2)
     assert draft.vocab_size == smollm2.model.vocab_size
-    # the default draft on the torch engines (llama.cpp's default is prompt lookup: see load.default_draft)
-    assert main(["generate", "--json", "--engine", "native", "--max-new-tokens", "16",
+    # the default draft on transformers (native: lookup+eagle; llama.cpp: prompt lookup; see load.default_draft)
+    assert main(["generate", "--json", "--engine", "transformers", "--max-new-tokens", "16",
                  "What is the capital of Japan?"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["draft"] == "lookup+trained" and report["engine"] == "native"
+    assert report["draft"] == "lookup+trained" and report["engine"] == "transformers"
     assert report["tokens_accepted"] > 0
 
 

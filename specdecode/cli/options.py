@@ -28,9 +28,8 @@ def add_model_options(p: argparse.ArgumentParser, gamma_help: str) -> None:
                    help=f"'{DEFAULT_TARGET}' (default), 'toy', or a transformers model directory")
     p.add_argument("--draft", default=None, metavar="DRAFT",
                    help=f"one of: {', '.join(DRAFT_KINDS)} (default for smollm2 on llama.cpp: prompt-lookup; on the "
-                   "torch engines lookup+trained, i.e. "
-                   "prompt lookup when the text repeats, else the shipped trained draft; prompt-lookup for other "
-                   "targets; toy for the toy target)")
+                   "native engine lookup+eagle, i.e. prompt lookup when the text repeats, else the shipped EAGLE-3 "
+                   "head; on transformers lookup+trained; prompt-lookup for other targets; toy for the toy target)")
     p.add_argument("--gamma", type=gamma_arg, default="auto", help=gamma_help)
     p.add_argument("--dtype", default="auto", choices=DTYPES,
                    help="weights: auto (default: bf16 where the CPU has native bf16 matmuls, else int8), bfloat16, "

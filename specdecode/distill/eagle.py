@@ -416,7 +416,7 @@ speculative model; in specdecode it is the `eagle` draft on the native engine.
 
 - Data, made offline by the target: {summary['train_documents']} training documents (answers of the target to
   generated prompts, half greedy and half sampled at temperature 1, and chunks of standard-library source), each
-  run through the target's batched prefill at every step for its features and next-token distributions.
+  scored once by the target's batched prefill (its features and top-32 next-token lists at every position).
 - Loss: cross-entropy against the target's distribution one position ahead, over a
   {len(last['held_out_after']['loss'])}-step rollout (training-time test: later steps run on the head's own
   outputs), weights 0.8^(step - 1).
