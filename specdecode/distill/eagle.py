@@ -30,9 +30,9 @@ from tqdm import tqdm
 
 from ..cpu import capability
 from ..load import Target
-from ..models.eagle import EagleHead, default_feature_layers, eagle_config, is_eagle, save_eagle
+from ..models.eagle import EagleHead, default_feature_layers, eagle_config, is_eagle, load_tensors, save_eagle
 from ..models.llama import rotary_tables
-from .pipeline import collect_answers, stdlib_documents
+from .pipeline import Budget, collect_answers, evaluate, stdlib_documents
 from .prompts import training_prompts
 from .teacher import BatchedTeacher
 
@@ -58,15 +58,10 @@ def collect_documents(target: Target, budget: EagleBudget, seed: int) -> dict[st
     """Token-id documents, each cut to seq_len (the end kept): "answers" (prompt + the target's answer) and "text"
     (standard-library source)."""
     prompts = training_prompts(budget.prompts, seed)
-    answers = collect_answers(target, prompts, _answer_budget(budget), seed)
+    answer_budget = Budget(prompts=budget.prompts, answer_tokens=budget.answer_tokens, batch=budget.answer_batch)
+    answers = collect_answers(target, prompts, answer_budget, seed)
     return {"answers": [(a.prompt + a.tokens)[-budget.seq_len:] for a in answers],
             "text": stdlib_documents(target.tokenizer, budget.text_positions, seed, budget.seq_len)}
-
-
-def _answer_budget(budget: EagleBudget):
-    from .pipeline import Budget
-
-    return Budget(prompts=budget.prompts, answer_tokens=budget.answer_tokens, batch=budget.answer_batch)
 
 
 def draft_vocabulary(documents: list[list[int]], vocab_size: int, size: int) -> torch.Tensor:
@@ -310,11 +305,7 @@ def train_eagle(target: Target, out: Path, budget: EagleBudget, documents: dict[
     if resume:
         if not is_eagle(out):
             raise ValueError(f"--resume: {str(out)!r} holds no EAGLE-3 head to go on training")
-        config = json.loads((out / "config.json").read_text())
-        from safetensors.torch import load_file
-
-        loaded = load_file(str(out / "model.safetensors"))
-        tensors = {k: v.float() if v.is_floating_point() else v for k, v in loaded.items()}
+        tensors, config = load_tensors(out)
         history = json.loads((out / "training.json").read_text()).get("runs", [])
         vocabulary = torch.arange(len(tensors["d2t"])) + tensors["d2t"]
     else:
@@ -375,16 +366,10 @@ def train_eagle(target: Target, out: Path, budget: EagleBudget, documents: dict[
                "parameters": sum(v.numel() for k, v in tensors.items() if k not in ("d2t", "t2d")),
                "cpu_hours": sum(r["total_seconds"] * r["threads"] for r in history) / 3600, "runs": history}
     if evaluate_after:
-        summary["evaluation"] = evaluate_head(target, out, budget.eval_prompts, budget.eval_tokens, seed)
+        summary["evaluation"] = evaluate(target, out, budget.eval_prompts, budget.eval_tokens, seed)
     (out / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
     (out / "README.md").write_text(model_card(summary, config, command))
     return summary
-
-
-def evaluate_head(target: Target, directory: Path, n_prompts: int, max_new_tokens: int, seed: int = 0) -> dict:
-    from .pipeline import evaluate
-
-    return evaluate(target, directory, n_prompts, max_new_tokens, seed)
 
 
 def model_card(summary: dict, config: dict, command: str) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..models.llama import rmsnorm
+from ..models.llama import rmsnorm, run_layers
 from ..models.native import NativeLlama
 from ..sampling import sample
 
@@ -41,16 +41,10 @@ class BatchedTeacher:
         m, T = self.m, ids.shape[1]
         x = m.embed[ids]  # [B, T, D]
         cos, sin = m.cos[positions], m.sin[positions]  # [B, T, hd]
-        captured = {}
-        for i, layer in enumerate(m.layers):
-            if i in capture:
-                captured[i] = x
-            x = layer(x, self.s, cos, sin, k_cache[i], v_cache[i], start, T, start + T, mask)
+        x, features = run_layers(m.layers, x, lambda i, layer, x: layer(
+            x, self.s, cos, sin, k_cache[i], v_cache[i], start, T, start + T, mask), capture)
         hidden = rmsnorm(x, m.norm, self.s.rms_eps)
-        if not capture:
-            return hidden
-        captured[len(m.layers)] = x
-        return hidden, torch.cat([captured[i] for i in capture], dim=-1)
+        return (hidden, features) if capture else hidden
 
     def _top(self, hidden: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """hidden [N, D] -> (logits [N, V] float32, top ids [N, k] int32, top log-probs [N, k] float16)."""

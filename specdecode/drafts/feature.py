@@ -35,7 +35,6 @@ class FeatureDraft:
                              f"{target.shape.layers}")
         target.feature_layers = head.feature_layers
         self.head, self.name, self.vocab_size = head, name, target.vocab_size
-        self.feature_layers = head.feature_layers
         self.embed = target.embed  # [V, D], shared with the target
         self.max_length = target.max_length
         s = head.shape
@@ -44,6 +43,10 @@ class FeatureDraft:
         cos, sin = rotary_tables(s, self.max_length)
         self.cos, self.sin = cos.to(head.dtype), sin.to(head.dtype)  # [max_length, hd]
         self.begin([])
+
+    @property
+    def feature_layers(self) -> tuple[int, ...]:
+        return self.head.feature_layers
 
     def begin(self, prompt_ids: list[int]) -> None:
         self.fed = 0  # cache positions 0 .. fed - 1 hold target features

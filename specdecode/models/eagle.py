@@ -154,11 +154,15 @@ def save_eagle(directory: Path, tensors: dict[str, torch.Tensor], config: dict) 
     (directory / "config.json").write_text(json.dumps(config, indent=1) + "\n")
 
 
-def load_eagle(directory: Path, fmt: str) -> EagleHead:
+def load_tensors(directory: Path) -> tuple[dict[str, torch.Tensor], dict]:
+    """A saved head's layout-named tensors (floating ones as float32) and its config."""
     config = json.loads((directory / "config.json").read_text())
     tensors = load_file(str(directory / "model.safetensors"))
     missing = [name for name in TENSORS if name not in tensors]
     if missing:
         raise ValueError(f"{str(directory)!r} is not a complete EAGLE-3 head: it lacks {', '.join(missing)}")
-    return EagleHead.from_tensors({k: v.float() if v.is_floating_point() else v for k, v in tensors.items()},
-                                  config, fmt)
+    return {k: v.float() if v.is_floating_point() else v for k, v in tensors.items()}, config
+
+
+def load_eagle(directory: Path, fmt: str) -> EagleHead:
+    return EagleHead.from_tensors(*load_tensors(directory), fmt)

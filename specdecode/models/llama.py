@@ -174,3 +174,17 @@ class LlamaLayer:
     def mlp(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = apply(self.gate_up, x).chunk(2, dim=-1)  # [B, T, I] each
         return apply(self.down, F.silu(gate) * up)
+
+
+def run_layers(layers: list[LlamaLayer], x: torch.Tensor, step, capture: tuple[int, ...] = ()):
+    """x through every layer as step(i, layer, x) -> (x out, features): with `capture`, the residual stream
+    entering each of those layers (len(layers) = the last layer's output) concatenated [..., len(capture) D], in
+    capture's order; else None. What feature drafts read (drafts/feature.py), in the engine and the teacher alike."""
+    streams = {}
+    for i, layer in enumerate(layers):
+        if i in capture:
+            streams[i] = x
+        x = step(i, layer, x)
+    streams[len(layers)] = x
+    return x, torch.cat([streams[i] for i in capture], dim=-1) if capture else None
+

@@ -24,7 +24,7 @@ from safetensors import safe_open
 
 from ..cpu import capability
 from .linear import BATCH_INVARIANT_ROWS, Linear, activation_dtype, best_format, check_format
-from .llama import LlamaLayer, LlamaShape, UnsupportedModel, rmsnorm, rotary_tables
+from .llama import LlamaLayer, LlamaShape, UnsupportedModel, rmsnorm, rotary_tables, run_layers
 
 __all__ = ["KEY_BLOCK", "LlamaShape", "NativeLlama", "UnsupportedModel", "load_native"]
 
@@ -111,14 +111,10 @@ class NativeLlama:
         # One additive causal mask per pass, shared by every layer: [rows, span], 0 = may attend, -inf = may not.
         mask = torch.zeros(rows, span, dtype=self.dtype).masked_fill_(
             self.key_positions[:span] > positions[:, None], -torch.inf)
-        captured = {}
-        for i, layer in enumerate(self.layers):
-            if i in self.feature_layers:
-                captured[i] = x[0, :k]
-            x = layer(x, self.shape, cos, sin, self.k_cache[i], self.v_cache[i], start, k, span, mask)
-        if self.feature_layers:
-            captured[len(self.layers)] = x[0, :k]
-            self.features = torch.cat([captured[i] for i in self.feature_layers], dim=-1)  # [k, F]
+        x, features = run_layers(self.layers, x, lambda i, layer, x: layer(
+            x, self.shape, cos, sin, self.k_cache[i], self.v_cache[i], start, k, span, mask), self.feature_layers)
+        if features is not None:
+            self.features = features[0, :k]  # [k, F]
         self._length = end
         out = min(keep or k, k)
         x = x[0, k - out: k]  # [out, D]: the rows whose logits are wanted
