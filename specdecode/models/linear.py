@@ -5,10 +5,15 @@
     bf16          bf16                        bf16          F.linear (emulated without native bf16) -
     fp32          fp32                        fp32          F.linear (MKL / oneDNN sgemm)           -
     int8          int8 per output row + scale bf16          `aten._weight_int8pack_mm`              -
+    int4          4-bit codes, scale + zero      bf16          `aten._weight_int4pack_mm_for_cpu`      -
+                  per group of 32 inputs (bf16)
 
 Numerics: bf16 and fp32 hold the checkpoint's weights rounded to that dtype; int8 rounds each weight row to 255
 levels of its largest magnitude (a slightly different model: its logits differ from the fp32 ones by about 1e-1,
 so its greedy text may differ from the other formats'; it is exact with respect to itself like any target).
+int4 holds w = (code - 8) scale + zero per group of GROUP inputs: a GGUF file's Q4_K sub-blocks map onto it as they
+are (`Linear.from_int4`, models/gguf_weights.py), other weights are rounded to 16 levels between each group's
+minimum and maximum.
 Batch invariance (row i of a k-row pass bitwise equal to the same row computed alone): the linears of bf16-onednn
 and int8 are invariant at any row count on the CPUs measured, but torch's CPU flash attention switches kernels at 4
 query rows on an AVX-512 BF16 EPYC (a 2-row pass sufficed on a Xeon), so the engine runs every pass of these
@@ -23,8 +28,11 @@ import torch.nn.functional as F
 
 from ..cpu import Capability
 
-FORMATS = ("bf16-onednn", "bf16", "fp32", "int8")
-BATCH_INVARIANT_ROWS = {"bf16-onednn": 4, "int8": 4}  # fewest rows from which a format's rows are bitwise stable
+FORMATS = ("bf16-onednn", "bf16", "fp32", "int8", "int4")
+BATCH_INVARIANT_ROWS = {"bf16-onednn": 4, "int8": 4, "int4": 4}  # fewest rows from which a pass is bitwise stable
+INVARIANT_PRODUCTS = ("int4",)  # formats whose products are bitwise row-stable at any row count (1..8 measured)
+GROUP = 32  # int4: inputs sharing one scale and zero (Q4_K's sub-block)
+INT4_TILE = 4  # int4: rows the kernel computes per pass over the weights (5-8 rows cost a second pass)
 
 
 class UnavailableFormat(ValueError):
@@ -55,7 +63,7 @@ def format_for(dtype: str, cpu: Capability) -> str:
     """The weight format a user's dtype asks for: auto -> `best_format`; bfloat16 -> bf16-onednn where the CPU has
     native bf16 matmuls, else bf16; float32 -> fp32; int8 -> int8."""
     formats = {"auto": best_format(cpu), "bfloat16": "bf16-onednn" if cpu.bf16_matmul else "bf16",
-               "float32": "fp32", "int8": "int8"}
+               "float32": "fp32", "int8": "int8", "int4": "int4"}
     if dtype not in formats:
         raise ValueError(f"unknown dtype {dtype!r}: choose one of {', '.join(formats)}")
     return formats[dtype]
@@ -66,29 +74,62 @@ class Linear:
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, fmt: str):
         self.format, self.out_features = fmt, weight.shape[0]
-        dtype = activation_dtype(fmt)
+        dtype = self.weight_dtype = activation_dtype(fmt)
         self.bias = bias.to(dtype).contiguous() if bias is not None else None
         if fmt == "int8":
             w = weight.float()
             scale = (w.abs().amax(dim=1) / 127).clamp(min=1e-12).to(dtype)  # [N]
             self.weight = torch.round(w / scale.float()[:, None]).clamp(-127, 127).to(torch.int8).contiguous()
             self.scale = scale
+        elif fmt == "int4":
+            self._pack_int4(*quantize_int4(weight))
         elif fmt == "bf16-onednn":
             self.weight = torch.ops.mkldnn._reorder_linear_weight(weight.to(dtype).contiguous())
         else:
             self.weight = weight.to(dtype).contiguous()
 
+    @classmethod
+    def from_int4(cls, codes: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor,
+                  bias: torch.Tensor | None = None) -> Linear:
+        """An int4 Linear from codes [N, K] (0..15), scale and zero [N, K / GROUP]: w = (code - 8) scale + zero."""
+        linear = cls.__new__(cls)
+        linear.format, linear.out_features, linear.weight_dtype = "int4", codes.shape[0], torch.bfloat16
+        linear.bias = bias.float().contiguous() if bias is not None else None  # float32: outputs + bias in float32
+        linear._pack_int4(codes, scale, zero)
+        return linear
+
+    def _pack_int4(self, codes: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor) -> None:
+        if codes.shape[1] % GROUP:
+            raise ValueError(f"int4 needs inputs in groups of {GROUP}, not {codes.shape[1]}")
+        self.weight = torch._convert_weight_to_int4pack_for_cpu(codes.to(torch.int32).contiguous(), 1)
+        self.scale = torch.stack([scale.T, zero.T], dim=-1).to(torch.bfloat16).contiguous()  # [K / GROUP, N, 2]
+
     @property
     def nbytes(self) -> int:
         """Bytes one product reads."""
-        extra = self.scale.numel() * self.scale.element_size() if self.format == "int8" else 0
+        extra = self.scale.numel() * self.scale.element_size() if self.format in ("int8", "int4") else 0
         bias = self.bias.numel() * self.bias.element_size() if self.bias is not None else 0
         return self.weight.numel() * self.weight.element_size() + extra + bias
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype != self.weight_dtype:  # a float32 residual stream (int4 models) enters in the kernel's dtype
+            x = x.to(self.weight_dtype)
         if self.format == "bf16-onednn":
             return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
         if self.format == "int8":
             y = torch.ops.aten._weight_int8pack_mm(x, self.weight, self.scale)
             return y + self.bias if self.bias is not None else y
+        if self.format == "int4":
+            y = torch._weight_int4pack_mm_for_cpu(x, self.weight, GROUP, self.scale)
+            return y + self.bias if self.bias is not None else y
         return F.linear(x, self.weight, self.bias)
+
+
+def quantize_int4(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """weight [N, K] -> codes [N, K] (0..15), scale, zero [N, K / GROUP]: each group rounded to 16 levels from its
+    minimum to its maximum (w ~ (code - 8) scale + zero)."""
+    w = weight.float().reshape(weight.shape[0], -1, GROUP)  # [N, K / GROUP, GROUP]
+    low, high = w.amin(dim=-1), w.amax(dim=-1)
+    scale = ((high - low) / 15).clamp(min=1e-12)
+    codes = torch.round((w - low[..., None]) / scale[..., None]).clamp(0, 15).to(torch.uint8)
+    return codes.reshape(weight.shape), scale, low + 8 * scale

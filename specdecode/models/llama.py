@@ -157,10 +157,13 @@ class LlamaLayer:
         return q, k, v
 
     def attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """q [B, H, T, hd] over keys, values [B, KV, S, hd] under mask [B or 1, 1, T, S] (additive), then the
-        output projection -> [B, T, D]."""
+        """q [B, H, T, hd] over keys, values [B, KV, S, hd] under mask [B or 1, 1, R, S] (additive), then the
+        output projection -> [B, T, D]. R > T repeats the last query to R rows and keeps the first T: the CPU
+        attention kernel rounds differently below some row count, and a batch-invariant pass must not."""
         B, H, T, hd = q.shape
-        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)  # [B, H, T, hd]
+        if mask.shape[-2] > T:
+            q = torch.cat([q, q[:, :, -1:].expand(B, H, mask.shape[-2] - T, hd)], dim=2)
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)[:, :, :T]
         return apply(self.o, out.transpose(1, 2).reshape(B, T, H * hd))
 
     def attention(self, x: torch.Tensor, shape: LlamaShape, cos: torch.Tensor, sin: torch.Tensor,

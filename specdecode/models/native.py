@@ -9,21 +9,24 @@ The weights are held in the format that suits the CPU (linear.py: bf16 prepacked
 native bf16 matmuls, else int8), chosen by `linear.best_format` unless asked for.
 
 Batch invariance: a pass computes each row bitwise as it would alone, whatever k, so greedy speculative output equals
-plain greedy output exactly. Kernels round differently below some row count (attention below 4 query rows on an
-AVX-512 EPYC), so a pass of fewer tokens runs as `linear.BATCH_INVARIANT_ROWS` rows (the last token repeated at its
-own position); attention always spans whole blocks of KEY_BLOCK keys.
+plain greedy output exactly. Kernels round differently below some row count (torch's CPU attention below 4 query rows
+on an AVX-512 EPYC, oneDNN's bf16 products at 3), so a pass of fewer tokens runs as `linear.BATCH_INVARIANT_ROWS`
+rows (the last token repeated at its own position); for the formats whose products are invariant at any row count
+(`linear.INVARIANT_PRODUCTS`: int4) only attention computes the extra query rows, and the products, where the time
+goes, compute k. Attention always spans whole blocks of KEY_BLOCK keys.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from safetensors import safe_open
 
 from ..cpu import capability
-from .linear import BATCH_INVARIANT_ROWS, Linear, activation_dtype, best_format, check_format
+from .linear import BATCH_INVARIANT_ROWS, INVARIANT_PRODUCTS, Linear, activation_dtype, best_format, check_format
 from .llama import LlamaLayer, LlamaShape, UnsupportedModel, rmsnorm, rotary_tables, run_layers
 
 __all__ = ["KEY_BLOCK", "LlamaShape", "NativeLlama", "UnsupportedModel", "load_native"]
@@ -38,34 +41,60 @@ class NativeLlama:
 
     def __init__(self, shape: LlamaShape, weights: dict[str, torch.Tensor], weight_format: str | None = None,
                  max_length: int | None = None, name: str = "llama", batch_invariant: bool = True):
-        """weight_format: one of linear.FORMATS, or None for the best this CPU runs (`linear.best_format`)."""
+        """From a transformers state dict; weight_format: one of linear.FORMATS, or None for the best this CPU runs
+        (`linear.best_format`)."""
+        fmt = self._check(weight_format)
+        dtype = activation_dtype(fmt)
+        tied = shape.tied_embeddings or "lm_head.weight" not in weights
+        head = weights["model.embed_tokens.weight" if tied else "lm_head.weight"]  # [V, D], as in the checkpoint
+        embed = weights["model.embed_tokens.weight"].to(dtype).contiguous()
+        # Kept for restrict_output in the activation dtype (the checkpoint's fp32 copy is not held on to).
+        head_weight = embed if tied else head.to(dtype).contiguous()
+        self._build(shape, embed, weights["model.norm.weight"].to(dtype).contiguous(),
+                    [LlamaLayer.from_checkpoint(weights, i, shape, fmt, dtype) for i in range(shape.layers)],
+                    Linear(head, None, fmt), lambda: head_weight, fmt, max_length, name, batch_invariant)
+
+    @classmethod
+    def from_parts(cls, shape: LlamaShape, embed: torch.Tensor, norm: torch.Tensor, layers: list[LlamaLayer],
+                   head: Linear, head_weight: Callable[[], torch.Tensor], weight_format: str,
+                   max_length: int | None = None, name: str = "llama", batch_invariant: bool = True) -> NativeLlama:
+        """From weights already in weight_format (a GGUF file's: models/gguf_weights.py). embed [V, D] and norm [D]
+        in the activation dtype; head_weight() -> [V, D], the head's dense values (for restrict_output)."""
+        model = cls.__new__(cls)
+        model._build(shape, embed, norm, layers, head, head_weight, cls._check(weight_format), max_length, name,
+                     batch_invariant)
+        return model
+
+    @staticmethod
+    def _check(weight_format: str | None) -> str:
         cpu = capability()
-        self.format = weight_format or best_format(cpu)
-        check_format(self.format, cpu)
-        self.shape, self.name = shape, name
-        self.dtype = activation_dtype(self.format)  # of activations, norms and the KV cache
+        fmt = weight_format or best_format(cpu)
+        check_format(fmt, cpu)
+        return fmt
+
+    def _build(self, shape, embed, norm, layers, head, head_weight, fmt, max_length, name, batch_invariant):
+        self.format, self.shape, self.name = fmt, shape, name
+        self.dtype = activation_dtype(fmt)  # of activations, norms and the KV cache
         self.vocab_size = shape.vocab_size
         self.max_length = min(max_length or shape.max_positions, shape.max_positions)
         self.batch_invariant = batch_invariant
-        self.embed = weights["model.embed_tokens.weight"].to(self.dtype).contiguous()  # [V, D]
-        tied = shape.tied_embeddings or "lm_head.weight" not in weights
-        head = weights["model.embed_tokens.weight" if tied else "lm_head.weight"]  # [V, D], as in the checkpoint
-        self.norm = weights["model.norm.weight"].to(self.dtype).contiguous()
-        self.layers = [LlamaLayer.from_checkpoint(weights, i, shape, self.format, self.dtype)
-                       for i in range(shape.layers)]
-        self.head = Linear(head, None, self.format)  # [V, D], from the checkpoint's own values
-        # Kept for restrict_output, in the activation dtype (the checkpoint's fp32 copy is not held on to)
-        self.lm_head = self.embed if tied else head.to(self.dtype).contiguous()  # [V, D]
+        # The residual stream, keys, values and attention: float32 for int4 models (GGUF files), as in llama.cpp:
+        # Qwen2's key biases make keys too large for bf16's 8 bits (the 1.5B's top-1 agreement with llama.cpp was
+        # 95-97% with them in bf16: docs/real-pair.md). The int4 products still take bf16 inputs.
+        self.residual_dtype = torch.float32 if fmt == "int4" else self.dtype
+        self.embed = embed.to(self.residual_dtype)
+        self.norm, self.layers, self.head = norm, layers, head  # [D], ..., [V, D]
+        self._head_weight = head_weight
         self.output_ids: torch.Tensor | None = None  # see restrict_output
         # Feature drafts (drafts/feature.py): the residual stream entering each of these layers (the number of
         # layers = the last layer's output) is kept from every pass as `features` [k, len(feature_layers) D].
         self.feature_layers: tuple[int, ...] = ()
         self.features: torch.Tensor | None = None
         kv = (shape.layers, 1, shape.kv_heads, self.max_length, shape.head_dim)
-        self.k_cache = torch.zeros(kv, dtype=self.dtype)  # [layers, 1, KV, max_length, hd]
-        self.v_cache = torch.zeros(kv, dtype=self.dtype)
+        self.k_cache = torch.zeros(kv, dtype=self.residual_dtype)  # [layers, 1, KV, max_length, hd]
+        self.v_cache = torch.zeros(kv, dtype=self.residual_dtype)
         cos, sin = rotary_tables(shape, self.max_length)
-        self.cos, self.sin = cos.to(self.dtype), sin.to(self.dtype)  # [max_length, hd]
+        self.cos, self.sin = cos.to(self.residual_dtype), sin.to(self.residual_dtype)  # [max_length, hd]
         self.key_positions = torch.arange(self.max_length)
         self._length = 0
 
@@ -82,7 +111,7 @@ class NativeLlama:
         """Compute logits for these tokens only (-inf for the rest): a draft's q may leave tokens out, and a draft
         whose output head reads a fifth of the rows is that much cheaper. Never for a target."""
         self.output_ids = token_ids.to(torch.int64)
-        self.head = Linear(self.lm_head[self.output_ids], None, self.format)
+        self.head = Linear(self._head_weight()[self.output_ids], None, self.format)
 
     def rollback(self, length: int) -> None:
         if not 0 <= length <= self._length:
@@ -90,7 +119,7 @@ class NativeLlama:
         self._length = length  # the static cache keeps the stale tail; the mask never lets anyone see it
 
     def _rows(self, k: int) -> int:
-        """Rows a pass of k tokens computes: k, or the fewest from which the format's rows are batch invariant."""
+        """Query rows attention computes in a pass of k tokens: k, or the fewest from which it is batch invariant."""
         return max(k, BATCH_INVARIANT_ROWS.get(self.format, 1)) if self.batch_invariant else k
 
     @torch.inference_mode()
@@ -99,18 +128,19 @@ class NativeLlama:
         start, end = self._length, self._length + k
         if end > self.max_length:
             raise ValueError(f"the context window ({self.max_length} tokens) is full")
-        rows = self._rows(k)
+        rows = self._rows(k)  # query rows attention computes (the last one repeated: see the module docstring)
         tokens, positions = tokens.view(-1), torch.arange(start, end)
-        if rows > k:  # repeat the last token at its own position (see the module docstring)
-            tokens, positions = _pad(tokens, rows), _pad(positions, rows)
-        x = self.embed[tokens][None]  # [1, rows, D]
-        cos, sin = self.cos[positions][None], self.sin[positions][None]  # [1, rows, hd]
+        padded = rows if self.format not in INVARIANT_PRODUCTS else k  # rows the products compute
+        if padded > k:
+            tokens, positions = _pad(tokens, padded), _pad(positions, padded)
+        x = self.embed[tokens][None]  # [1, padded, D]
+        cos, sin = self.cos[positions][None], self.sin[positions][None]  # [1, padded, hd]
         # Attention spans whole blocks of KEY_BLOCK cache slots (the CPU flash kernel's block): a row then sees the
         # same reduction whatever the pass size, and all-masked blocks change nothing (batch invariance).
         span = min(-(-end // KEY_BLOCK) * KEY_BLOCK, self.max_length) if self.batch_invariant else end
         # One additive causal mask per pass, shared by every layer: [rows, span], 0 = may attend, -inf = may not.
-        mask = torch.zeros(rows, span, dtype=self.dtype).masked_fill_(
-            self.key_positions[:span] > positions[:, None], -torch.inf)
+        mask = torch.zeros(rows, span, dtype=self.residual_dtype).masked_fill_(
+            self.key_positions[:span] > _pad(positions, rows)[:, None], -torch.inf)
         x, features = run_layers(self.layers, x, lambda i, layer, x: layer(
             x, self.shape, cos, sin, self.k_cache[i], self.v_cache[i], start, k, span, mask), self.feature_layers)
         if features is not None:
@@ -118,7 +148,7 @@ class NativeLlama:
         self._length = end
         out = min(keep or k, k)
         x = x[0, k - out: k]  # [out, D]: the rows whose logits are wanted
-        if self._rows(out) > out:
+        if self.format not in INVARIANT_PRODUCTS and self._rows(out) > out:
             x = _pad(x, self._rows(out))
         logits = self.head(rmsnorm(x, self.norm, self.shape.rms_eps)).float()
         if self.output_ids is not None:
