@@ -161,7 +161,7 @@ class LlamaLayer:
         output projection -> [B, T, D]. R > T repeats the last query to R rows and keeps the first T: the CPU
         attention kernel rounds differently below some row count, and a batch-invariant pass must not."""
         B, H, T, hd = q.shape
-        if mask.shape[-2] > T:
+        if mask is not None and mask.shape[-2] > T:
             q = torch.cat([q, q[:, :, -1:].expand(B, H, mask.shape[-2] - T, hd)], dim=2)
         out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)[:, :, :T]
         return apply(self.o, out.transpose(1, 2).reshape(B, T, H * hd))
