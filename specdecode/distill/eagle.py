@@ -95,7 +95,7 @@ def initial_tensors(target: Target, config: dict, vocabulary: torch.Tensor, seed
         "midlayer.post_attention_layernorm.weight": torch.ones(D),
         "midlayer.mlp.gate_proj.weight": rand(inner, D), "midlayer.mlp.up_proj.weight": rand(inner, D),
         "midlayer.mlp.down_proj.weight": rand(D, inner, std=std_out),
-        "norm.weight": model.norm.float().clone(), "lm_head.weight": model.lm_head[vocabulary].float().clone(),
+        "norm.weight": model.norm.float().clone(), "lm_head.weight": model.head_weight()[vocabulary].float().clone(),
     }
     return t | vocabulary_maps(vocabulary, config["vocab_size"])
 

@@ -84,7 +84,7 @@ class NativeLlama:
         self.residual_dtype = torch.float32 if fmt == "int4" else self.dtype
         self.embed = embed.to(self.residual_dtype)
         self.norm, self.layers, self.head = norm, layers, head  # [D], ..., [V, D]
-        self._head_weight = head_weight
+        self.head_weight = head_weight  # () -> [V, D]: the head's dense values (restrict_output, the eagle trainer)
         self.output_ids: torch.Tensor | None = None  # see restrict_output
         # Feature drafts (drafts/feature.py): the residual stream entering each of these layers (the number of
         # layers = the last layer's output) is kept from every pass as `features` [k, len(feature_layers) D].
@@ -111,7 +111,7 @@ class NativeLlama:
         """Compute logits for these tokens only (-inf for the rest): a draft's q may leave tokens out, and a draft
         whose output head reads a fifth of the rows is that much cheaper. Never for a target."""
         self.output_ids = token_ids.to(torch.int64)
-        self.head = Linear(self._head_weight()[self.output_ids], None, self.format)
+        self.head = Linear(self.head_weight()[self.output_ids], None, self.format)
 
     def rollback(self, length: int) -> None:
         if not 0 <= length <= self._length:
