@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +43,7 @@ from .toy import ToyTokenizer, bigram_pair
 ENGINES = ("auto", "native", "transformers", "llama.cpp")
 DTYPES = ("auto", "bfloat16", "float32", "int8", "int4")
 DRAFT_NAMES = ("eagle[:DIR]", "trained", "prompt-lookup", "bigram[:FILE]", "unigram[:FILE]", "lookup+DRAFT", "none",
-               "toy", "a model directory")
+               "toy", "qwen2.5-coder-0.5b", "a model directory")
 DATA = Path(__file__).parent / "data"
 SHIPPED_DRAFT = DATA / "smollm2-draft"  # distilled from SmolLM2-135M-Instruct by `specdecode train-draft`
 SHIPPED_EAGLE = DATA / "smollm2-eagle"  # its EAGLE-3 head, by `specdecode train-draft --kind eagle`
@@ -228,10 +227,10 @@ def _gguf_tokenizer(path: Path, saved: Path | None = None) -> TextTokenizer:
         hf = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name, local_files_only=True)
     except (OSError, ValueError, KeyError) as error:
         raise ValueError(f"cannot read the tokenizer of {str(path)!r}: {_first_line(error)}") from None
-    if saved is not None:
+    if saved is not None and not saved.exists():
         partial = saved.with_name(saved.name + ".partial")
         hf.save_pretrained(partial)
-        partial.replace(saved) if not saved.exists() else None
+        partial.replace(saved)  # whole or absent
     return TextTokenizer(hf)
 
 
@@ -244,16 +243,14 @@ def gguf_format(dtype: str) -> str:
 
 
 def load_gguf_native(path: Path, dtype: str, name: str, for_draft: bool = False) -> NativeLlama:
-    """A GGUF file on the native engine, its weights read straight from the file's blocks (models/gguf_weights.py);
-    a draft's passes need no batch invariance."""
-    from tqdm import tqdm
-
+    """A GGUF file on the native engine, its weights read straight from the file's blocks (models/gguf_weights.py).
+    A draft's passes need no batch invariance, and its finer-than-Q4_K matrices go to int4 like the rest: the 0.5B
+    then drafts a token in 20 ms instead of 36 (docs/real-pair.md); its q may differ from its file's, the rule
+    stays exact."""
     from .models.gguf_weights import read_gguf
 
     fmt = gguf_format(dtype)
-    with tqdm(desc=f"loading {name} ({fmt})", unit="layer", file=sys.stderr, leave=False) as bar:
-        parts = read_gguf(path, fmt, lambda done, total: (bar.reset(total) if bar.total != total else None,
-                                                             bar.update(done - bar.n)))
+    parts = read_gguf(path, fmt, progress=f"loading {name} ({fmt})", finer_as_int8=not for_draft)
     return NativeLlama.from_parts(weight_format=fmt, name=name, max_length=MAX_GGUF_CONTEXT,
                                   batch_invariant=not for_draft, **parts)
 
@@ -262,11 +259,10 @@ def _named_target(name: str, dtype: str, engine: str) -> Target:
     """A named GGUF model (fetched on first use) on the native engine, or on llama.cpp when asked for."""
     spec, path = NAMED[name], gguf_file(name)
     tokenizer = _gguf_tokenizer(path, cache_dir() / "gguf" / f"{name}-tokenizer")
-    if _resolved(engine, "SPECDECODE_ENGINE") == "llama.cpp":
-        if dtype != "auto":
-            raise ValueError(f"the llama.cpp engine runs the GGUF file's own weight types, not dtype {dtype!r}")
+    engine = target_engine(name, engine, dtype)  # auto stays auto: native
+    if engine == "llama.cpp":
         return Target(llama_cpp.LlamaCppLM(path, name=spec.display), tokenizer, "llama.cpp", spec.display)
-    if _resolved(engine, "SPECDECODE_ENGINE") == "transformers":
+    if engine == "transformers":
         raise ValueError(f"{name} runs on the native engine or llama.cpp, not transformers")
     return Target(load_gguf_native(path, dtype, spec.display), tokenizer, "native", spec.display, None, dtype)
 

