@@ -112,7 +112,13 @@ def test_method_specs_are_parsed_before_anything_is_built(capsys):
     assert MethodSpec.parse("spec:bigram:/x/t.safetensors:2") == MethodSpec("spec", "bigram:/x/t.safetensors", 2)
     assert MethodSpec.parse("llama.cpp-lookup") == MethodSpec("llama.cpp-lookup", "10")
     assert MethodSpec.parse("plain@llama.cpp") == MethodSpec("plain", engine="llama.cpp")
-    for bad in ("nonsense", "spec:trained:0", "spec:trained:many", "hf-lookup:x", "hf-assisted"):
+    assert MethodSpec.parse("llama-server-draft:qwen2.5-coder-0.5b:3") == \
+        MethodSpec("llama-server-draft", "qwen2.5-coder-0.5b", 3)
+    assert MethodSpec.parse("llama-server-draft:/x/d.gguf:default") == \
+        MethodSpec("llama-server-draft", "/x/d.gguf", "default")
+    assert MethodSpec.parse("llama-server") == MethodSpec("llama-server")
+    for bad in ("nonsense", "spec:trained:0", "spec:trained:many", "hf-lookup:x", "hf-assisted",
+                "llama-server-draft:d:0", "llama-server-draft:3", "llama-server-draft:d:x"):
         with pytest.raises(ValueError, match="bench method"):
             MethodSpec.parse(bad)
     assert main(["bench", "--target", "toy", "--methods", "plain,spec:toy:zero", "--out", "/nonexistent"]) == 2

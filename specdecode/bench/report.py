@@ -44,7 +44,8 @@ def add_predictions(report: dict) -> dict:
     which varies g_r, is predicted as faithfully as a fixed gamma."""
     for m in report["methods"]:
         for key, name in (("speedup_vs_generate", "transformers generate"),
-                          ("speedup_vs_llama_cpp", "llama.cpp plain")):
+                          ("speedup_vs_llama_cpp", "llama.cpp plain"),
+                          ("speedup_vs_llama_server", "llama-server plain")):
             base = next((x for x in report["methods"] if x["method"] == name and x["sampling"] == m["sampling"]), None)
             m[key] = m["tokens_per_second"] / base["tokens_per_second"] if base else None
         if m["family"] != "ours" or m["draft"] == "none":
@@ -104,12 +105,14 @@ def markdown(report: dict, plots: list[str]) -> str:
                      f"{c['bandwidth_achieved_gb_s']:.1f} GB/s ({c['bandwidth_fraction']:.0%} of the machine's) |")
     for sampling in dict.fromkeys(m["sampling"] for m in report["methods"]):
         lines += ["", f"## Methods, {sampling}", "",
-                  "| method | tokens/s | vs llama.cpp | vs generate | tokens/call | alpha | mean gamma | c | "
-                  "T(g+1)/T(1) | measured speed-up | predicted | predicted (paper, free verify) | greedy identical |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| method | tokens/s | vs llama.cpp | vs llama-server | vs generate | tokens/call | alpha | "
+                  "mean gamma | c | T(g+1)/T(1) | measured speed-up | predicted | predicted (paper, free verify) | "
+                  "greedy identical |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for m in (m for m in report["methods"] if m["sampling"] == sampling):
             lines.append(
                 f"| {m['method']} | {m['tokens_per_second']:.1f} | {fmt(m.get('speedup_vs_llama_cpp'), '.2f', 'x')} | "
+                f"{fmt(m.get('speedup_vs_llama_server'), '.2f', 'x')} | "
                 f"{fmt(m.get('speedup_vs_generate'), '.2f', 'x')} | "
                 f"{fmt(m['tokens_per_target_call'])} | {fmt(m['alpha'])} | {fmt(m.get('mean_gamma'), '.1f')} | "
                 f"{fmt(m.get('c'), '.3f')} | {fmt(m.get('verify_ratio'))} | "

@@ -5,6 +5,9 @@ A method is named by a spec string:
     hf               transformers model.generate()                      hf-lookup:N  its prompt lookup (N tokens)
     hf-assisted:D    its assisted generation with draft checkpoint D    spec:D:G   ours with draft D, gamma G or auto
     llama.cpp        llama.cpp's own loop on the GGUF file              llama.cpp-lookup:N  its prompt lookup (N)
+    llama-server     llama.cpp's server, default build (bench/llama_server.py), plain
+    llama-server-draft:D:N   speculating with draft GGUF D (a named model or a file), n-max N or "default"
+    llama-server-ngram       speculating with its n-gram drafts (ngram-simple)
 Ours may name its engine: plain@native, spec:D:G@llama.cpp (default: the engine `auto` picks for the target).
 """
 
@@ -20,9 +23,11 @@ import torch
 from ..cpu import capability
 from ..load import Target, load_draft, load_target, resolve_checkpoint, target_engine
 from ..models.costs import pass_times, read_bandwidth, weight_bytes
+from ..models.download import gguf_file, is_named
 from ..models.hf import HFCausalLM, load_hf_model, parse_dtype
 from ..prompts import KINDS, Prompt, load_prompts
 from ..sampling import SamplingConfig
+from .llama_server import LlamaServer, llama_server_method
 from .methods import Method, llama_cpp_generate, ours, transformers_generate
 from .report import draft_label
 from .runner import run_alternating, summarize
@@ -84,17 +89,24 @@ def quick_plans(directory: Path) -> list[Plan]:
 class MethodSpec:
     """A method spec string, parsed (see the module docstring)."""
 
-    kind: str  # plain, plain-hf, hf, hf-lookup, hf-assisted, llama.cpp, llama.cpp-lookup or spec
-    arg: str = ""  # N (lookup tokens), a draft checkpoint (hf-assisted) or a draft name (spec)
-    gamma: int | str | None = None  # spec only: an integer >= 1 or "auto"
+    kind: str  # plain, plain-hf, hf, hf-lookup, hf-assisted, llama.cpp, llama.cpp-lookup, spec or llama-server*
+    arg: str = ""  # N (lookup tokens), a draft checkpoint (hf-assisted) or a draft name (spec, llama-server-draft)
+    gamma: int | str | None = None  # spec: an integer >= 1 or "auto"; llama-server-draft: n-max or "default"
     engine: str | None = None  # ours only: the engine named after @, None for the one `auto` picks
 
     @classmethod
     def parse(cls, spec: str) -> MethodSpec:
         text, _, engine = spec.partition("@")
         kind, _, rest = text.partition(":")
-        if kind not in ("plain", "plain-hf", "hf", "hf-lookup", "hf-assisted", "llama.cpp", "llama.cpp-lookup", "spec"):
+        if kind not in ("plain", "plain-hf", "hf", "hf-lookup", "hf-assisted", "llama.cpp", "llama.cpp-lookup", "spec",
+                        "llama-server", "llama-server-draft", "llama-server-ngram"):
             raise ValueError(f"unknown bench method {spec!r}")
+        if kind == "llama-server-draft":
+            draft, _, n = rest.rpartition(":")
+            if not draft or not (n == "default" or n.isdigit() and int(n) >= 1):
+                raise ValueError(f"bench method {spec!r}: write llama-server-draft:DRAFT:N, N an integer >= 1 or "
+                                 "default")
+            return cls(kind, draft, n if n == "default" else int(n))
         if kind in ("hf-lookup", "llama.cpp-lookup"):
             if rest and not rest.isdigit():
                 raise ValueError(f"bench method {spec!r}: the lookup length must be a whole number")
@@ -135,11 +147,35 @@ def build_methods(specs: list[str], target_for) -> list[Method]:
             n = int(spec.arg) if spec.kind == "llama.cpp-lookup" else 0
             methods.append(llama_cpp_generate(f"llama.cpp prompt lookup {n}" if n else "llama.cpp plain", gguf,
                                               stops, torch.get_num_threads(), n))
+        elif spec.kind.startswith("llama-server"):
+            methods.append(_llama_server(spec, gguf_of(target_for)))
         else:  # spec
             draft = load_draft(spec.arg, target, target.dtype)
             methods.append(ours(f"ours {draft_label(draft.name)} gamma {spec.gamma} ({target.engine})", target.model,
                                 draft, spec.gamma, stops, target.engine))
     return methods
+
+
+def gguf_of(target_for) -> Path:
+    """The GGUF file the plan's target runs from (as llama.cpp reads it)."""
+    return Path(target_for("llama.cpp").model.path)
+
+
+def _llama_server(spec: MethodSpec, gguf: Path) -> Method:
+    """llama-server on the target's GGUF file: plain, speculating with a draft GGUF (a named model or a file; its
+    default --spec-draft-n-max, or N), or with its n-gram drafts (ngram-simple)."""
+    threads = torch.get_num_threads()
+    if spec.kind == "llama-server":
+        return llama_server_method("llama-server plain", LlamaServer(gguf, threads))
+    if spec.kind == "llama-server-ngram":
+        return llama_server_method("llama-server ngram-simple", LlamaServer(gguf, threads, ["--spec-type",
+                                   "ngram-simple"]), "ngram-simple")
+    draft = gguf_file(spec.arg) if is_named(spec.arg) else Path(spec.arg)
+    flags = ["-md", str(draft), "--spec-type", "draft-simple"]
+    if spec.gamma != "default":
+        flags += ["--spec-draft-n-max", str(spec.gamma)]
+    return llama_server_method(f"llama-server draft {draft_label(spec.arg)} n-max {spec.gamma}",
+                               LlamaServer(gguf, threads, flags), spec.arg, spec.gamma)
 
 
 def _prompts(plan: Plan) -> list[Prompt]:

@@ -27,7 +27,8 @@ def add_parser(sub) -> None:
         description="Runs every method on the same held-out prompts, alternating their order prompt by prompt, "
         "after measuring the cost of target passes of k tokens. Writes report.json, report.md and plots.",
         epilog="Method specs for --methods: plain, plain-hf, hf, hf-lookup:N, hf-assisted:DRAFT_DIR, llama.cpp, "
-        "llama.cpp-lookup:N, spec:DRAFT:GAMMA (GAMMA an integer or auto; DRAFT as for generate --draft); ours may "
+        "llama.cpp-lookup:N, llama-server, llama-server-draft:DRAFT:N, llama-server-ngram (llama.cpp's server, built "
+        "on first use), spec:DRAFT:GAMMA (GAMMA an integer or auto; DRAFT as for generate --draft); ours may "
         "name its engine, as plain@native or spec:prompt-lookup:auto@llama.cpp.")
     p.add_argument("--quick", action="store_true", help="a smoke run on the toy pair and a tiny random model (CI)")
     p.add_argument("--engine-steps", action="store_true",
@@ -84,12 +85,14 @@ def _print(report: dict) -> None:
         console.print(f"{name}: {cells}; plain {c['plain_tokens_per_second']:.1f} tok/s, bandwidth "
                       f"{c['bandwidth_achieved_gb_s']:.1f} GB/s ({c['bandwidth_fraction']:.0%} of "
                       f"{report['machine']['read_bandwidth_gb_s']:.1f})", markup=False)
-    table = Table("sampling", "method", "tokens/s", "vs llama.cpp", "vs generate", "tokens/call", "alpha", "measured",
+    table = Table("sampling", "method", "tokens/s", "vs llama.cpp", "vs llama-server", "vs generate", "tokens/call",
+                  "alpha", "measured",
                   "predicted", "identical", title=f"{report['target']}, {report['machine']['dtype']}, "
                   f"{report['machine']['threads']} threads")
     for m in report["methods"]:
         table.add_row(m["sampling"], m["method"], f"{m['tokens_per_second']:.1f}",
                       reports.fmt(m.get("speedup_vs_llama_cpp"), ".2f", "x"),
+                      reports.fmt(m.get("speedup_vs_llama_server"), ".2f", "x"),
                       reports.fmt(m.get("speedup_vs_generate"), ".2f", "x"), reports.fmt(m["tokens_per_target_call"]),
                       reports.fmt(m["alpha"]), reports.fmt(m.get("measured_speedup"), ".2f", "x"),
                       reports.fmt(m.get("predicted_speedup"), ".2f", "x"), m["identical"] or "")

@@ -1,0 +1,154 @@
+"""llama.cpp as its users run it, for the bench: `llama-server` built with llama.cpp's default switches from the
+sources vendored in the llama-cpp-python sdist we pin, plain or speculating with its own drafts.
+
+    server_binary()        the binary, built once per CPU on the bench's demand (about 6 minutes on 2 cores) and
+                           kept in the cache; never built by the main command
+    LlamaServer(gguf, ..)  one server process on a loopback port, with extra flags (e.g. -md DRAFT --spec-type
+                           draft-simple); stopped by close()
+    llama_server_method()  a bench Method: one POST /completion of the prompt's token ids per run
+
+The build differs from a default one only in linking (static: the binary needs no build tree beside it); the
+kernels and their switches (GGML_NATIVE, llamafile sgemm, weight repacking) are llama.cpp's defaults.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from ..models.default import cache_dir
+from ..sampling import SamplingConfig
+from .methods import Method, Outcome
+
+VERSION = "0.3.36"  # llama-cpp-python's sdist, as bin/bootstrap pins it
+CMAKE_FLAGS = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DBUILD_SHARED_LIBS=OFF"]
+
+
+def _cpu_key() -> str:
+    import hashlib
+
+    flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
+    return hashlib.sha256(f"{flags}\n{os.uname().machine}\n{VERSION}".encode()).hexdigest()[:12]
+
+
+def server_binary(progress: bool = True) -> Path:
+    """The cached llama-server for this CPU, built first if missing (one-line ValueError if it cannot be)."""
+    binary = cache_dir() / f"llama-server-{VERSION}-{_cpu_key()}" / "llama-server"
+    if binary.is_file():
+        return binary
+    for tool in ("cmake", "ninja", "c++"):
+        if shutil.which(tool) is None:
+            raise ValueError(f"building llama-server needs {tool}, which is not installed")
+    from tqdm import tqdm
+
+    with tempfile.TemporaryDirectory(prefix="llama-server-build.") as scratch:
+        scratch = Path(scratch)
+        fetched = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+                                  "--disable-pip-version-check", "-d", str(scratch), f"llama-cpp-python=={VERSION}"],
+                                 capture_output=True, text=True)
+        sdists = list(scratch.glob("llama_cpp_python-*.tar.gz"))
+        if fetched.returncode != 0 or not sdists:
+            raise ValueError(f"cannot fetch the llama-cpp-python {VERSION} sources: "
+                             f"{(fetched.stderr.strip().splitlines() or ['pip failed'])[-1]}")
+        with tarfile.open(sdists[0]) as archive:
+            archive.extractall(scratch, filter="data")
+        source = scratch / f"llama_cpp_python-{VERSION}" / "vendor" / "llama.cpp"
+        build = scratch / "build"
+        steps = [["cmake", "-S", str(source), "-B", str(build), "-G", "Ninja", *CMAKE_FLAGS],
+                 ["cmake", "--build", str(build), "--target", "llama-server", "-j", str(os.cpu_count() or 1)]]
+        bar = tqdm(total=None, desc="building llama-server (once per CPU)", unit="step", file=sys.stderr,
+                   disable=not progress)
+        log = []
+        for step in steps:
+            with subprocess.Popen(step, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+                for line in proc.stdout:
+                    log.append(line)
+                    if match := re.match(r"\[(\d+)/(\d+)\]", line):
+                        bar.total = int(match[2])
+                        bar.update(int(match[1]) - bar.n)
+            if proc.returncode != 0:
+                bar.close()
+                errors = [x.strip() for x in log if "error" in x.lower()] or [log[-1].strip() if log else "?"]
+                raise ValueError(f"llama-server did not build: {errors[0][:200]}")
+        bar.close()
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        partial = binary.with_name("llama-server.partial")
+        shutil.copy2(build / "bin" / "llama-server", partial)
+        partial.replace(binary)  # whole or absent
+    return binary
+
+
+class LlamaServer:
+    """One llama-server process serving a GGUF file on a free loopback port."""
+
+    def __init__(self, gguf: str | Path, threads: int, flags: list[str] = (), context: int = 4096,
+                 startup_seconds: float = 180.0):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        command = [str(server_binary()), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(self.port),
+                   "-t", str(threads), "-tb", str(threads), "-c", str(context), "-np", "1", *flags]
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (open as long as the server runs)
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
+        atexit.register(self.close)  # a server never outlives the bench
+        deadline = time.monotonic() + startup_seconds
+        while not self._healthy():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.log.seek(0)
+                last = (self.log.read().decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+                self.close()
+                raise ValueError(f"llama-server {' '.join(flags)} did not start: {last}")
+            time.sleep(0.5)
+
+    def _healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as answer:
+                return answer.status == 200
+        except OSError:
+            return False
+
+    def complete(self, body: dict) -> dict:
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/completion", json.dumps(body).encode(),
+                                         {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=600) as answer:
+            return json.loads(answer.read())
+
+    def close(self) -> None:
+        if self.log.closed:
+            return
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        self.log.close()
+
+
+def llama_server_method(name: str, server: LlamaServer, draft: str = "none", gamma: int | None = None) -> Method:
+    """A bench method over a running server: the prompt's token ids in, the completion's token ids out; greedy as
+    temperature 0, sampling with llama.cpp's other samplers switched off, as `methods.llama_cpp_generate` does."""
+
+    def run(prompt_ids: list[int], sampling: SamplingConfig, max_new_tokens: int, seed: int) -> Outcome:
+        body = {"prompt": list(prompt_ids), "n_predict": max_new_tokens, "cache_prompt": False, "seed": seed,
+                "return_tokens": True, "min_p": 0.0, "repeat_penalty": 1.0, "top_k": 0, "top_p": 1.0,
+                "temperature": 0.0}
+        if not sampling.greedy:
+            body |= {"temperature": sampling.temperature, "top_k": sampling.top_k or 0,
+                     "top_p": sampling.top_p if sampling.top_p is not None else 1.0}
+        start = time.perf_counter()
+        answer = server.complete(body)
+        return Outcome([int(t) for t in answer["tokens"]], time.perf_counter() - start)
+
+    return Method(name, "llama.cpp", run, draft, gamma, "llama-server")
