@@ -236,7 +236,7 @@ def _gguf_tokenizer(path: Path, saved: Path | None = None) -> TextTokenizer:
 
 def gguf_format(dtype: str) -> str:
     """The native weight format for a GGUF file: int4 for auto (Q4_K blocks map onto it as they are; its kernel
-    verifies up to 4 tokens for about 1.7 passes: docs/real-pair.md), else the format the dtype names."""
+    verifies up to 4 tokens for about 1.5 passes: docs/real-pair.md), else the format the dtype names."""
     dtype = _resolved(dtype, "SPECDECODE_DTYPE")
     _check_choice(dtype, DTYPES, "dtype")
     return "int4" if dtype == "auto" else format_for(dtype, capability())

@@ -13,11 +13,13 @@ from rich.table import Table
 
 from ..bench import native_steps
 from ..bench import report as reports
+from ..bench.accuracy import agreement
 from ..bench.suite import Plan, default_plan, quick_plans, run_plan
 from ..cpu import capability
-from ..load import SHIPPED_DRAFT, SHIPPED_EAGLE, SHIPPED_NGRAM, resolve_checkpoint
+from ..load import SHIPPED_DRAFT, SHIPPED_EAGLE, SHIPPED_NGRAM, load_target, resolve_checkpoint
 from ..models.default import DEFAULT_TARGET
 from ..models.eagle import is_eagle
+from ..prompts import load_prompts
 from .console import make_console
 
 
@@ -34,6 +36,9 @@ def add_parser(sub) -> None:
     p.add_argument("--engine-steps", action="store_true",
                    help="only the native engine's speed work, step by step (writes native_steps.md)")
     p.add_argument("--out", type=Path, default=Path("docs/bench"), help="report directory (default docs/bench)")
+    p.add_argument("--accuracy", action="store_true",
+                   help="only the target's agreement with llama.cpp on the same GGUF file, teacher-forced over the "
+                   "held-out prompts (top-1 agreement, mean KL; writes accuracy.md)")
     p.add_argument("--target", default=DEFAULT_TARGET)
     p.add_argument("--draft", default=str(SHIPPED_DRAFT), help="draft model directory (default: the shipped draft)")
     p.add_argument("--ngram", default=str(SHIPPED_NGRAM), help="n-gram table for the bigram / unigram drafts")
@@ -55,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
     command = "specdecode " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["bench"] else "specdecode bench"
     if args.engine_steps:
         return _engine_steps(args, command)
+    if args.accuracy:
+        return _accuracy(args, command)
     with tempfile.TemporaryDirectory() as scratch:
         if args.quick:
             plans = quick_plans(Path(scratch))
@@ -112,5 +119,23 @@ def _engine_steps(args: argparse.Namespace, command: str) -> int:
                      f" | {per_k[8] / per_k[1]:.2f} | {1 / per_k[1]:.1f} |")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "native_steps.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+def _accuracy(args: argparse.Namespace, command: str) -> int:
+    target, reference = load_target(args.target), load_target(args.target, engine="llama.cpp")
+    if target.engine == "llama.cpp":
+        raise ValueError("--accuracy compares a torch engine with llama.cpp: this target runs on llama.cpp already")
+    texts = [target.tokenizer.encode(p.prompt) for p in load_prompts("test")]
+    result = agreement(target.model, reference.model, texts)
+    lines = [f"# Accuracy: {target.name} on {target.engine} ({target.precision}) against llama.cpp", "",
+             f"Command: `{command}`; {capability().summary}; {torch.get_num_threads()} threads. Teacher-forced over "
+             f"the {result['texts']} held-out prompts, chat-templated: {result['positions']} positions (each "
+             "text's first left out: bench/accuracy.py).", "",
+             "| top-1 agreement | mean KL(llama.cpp ‖ ours) |", "|---|---|",
+             f"| {result['top1_agreement']:.2%} | {result['mean_kl']:.4f} nats |"]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "accuracy.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
