@@ -169,7 +169,8 @@ def target_engine(name: str, engine: str = "auto", dtype: str = "auto") -> str:
     its 1-token pass is 2.7x faster than the native engine's here (8.4 against 22.3 ms; 28 ms for int8 on AVX2),
     and built as bin/bootstrap builds it, its k-token passes are bitwise its 1-token passes (`load_target` checks
     that, and falls back to native if not), unless a dtype is asked for: llama.cpp runs the file's own types.
-    Otherwise native where the architecture allows, else transformers."""
+    A named GGUF model: native (its blocks read as int4). Otherwise native where the architecture allows, else
+    transformers."""
     engine, dtype = _resolved(engine, "SPECDECODE_ENGINE"), _resolved(dtype, "SPECDECODE_DTYPE")
     _check_choice(engine, ENGINES, "engine")
     if engine == "llama.cpp" and dtype != "auto":
@@ -177,7 +178,7 @@ def target_engine(name: str, engine: str = "auto", dtype: str = "auto") -> str:
     if engine == "auto" and dtype == "auto" and (name == DEFAULT_TARGET or str(name).endswith(".gguf")) \
             and llama_cpp.available():
         return "llama.cpp"
-    return engine
+    return "native" if engine == "auto" and is_named(name) else engine
 
 
 def load_target(name: str = DEFAULT_TARGET, dtype: str = "auto", engine: str = "auto") -> Target:
@@ -259,7 +260,7 @@ def _named_target(name: str, dtype: str, engine: str) -> Target:
     """A named GGUF model (fetched on first use) on the native engine, or on llama.cpp when asked for."""
     spec, path = NAMED[name], gguf_file(name)
     tokenizer = _gguf_tokenizer(path, cache_dir() / "gguf" / f"{name}-tokenizer")
-    engine = target_engine(name, engine, dtype)  # auto stays auto: native
+    engine = target_engine(name, engine, dtype)
     if engine == "llama.cpp":
         return Target(llama_cpp.LlamaCppLM(path, name=spec.display), tokenizer, "llama.cpp", spec.display)
     if engine == "transformers":

@@ -14,6 +14,7 @@ from ..load import load_target, target_engine
 from ..models import llama_cpp
 from ..models.costs import pass_times
 from ..models.default import DEFAULT_TARGET
+from ..models.download import is_named
 from ..models.linear import best_format
 from .console import make_console
 
@@ -38,14 +39,17 @@ def run(args: argparse.Namespace) -> int:
     why = ("the CPU has native bf16 matmuls: prepacked bf16 through oneDNN, batch invariant" if fmt == "bf16-onednn"
            else "no native bf16 matmuls: int8 weights with bf16 activations, the fastest batch-invariant format "
            "measured on AVX2")
+    if is_named(args.target):  # a GGUF file read into the native engine (load.gguf_format)
+        fmt, why = "int4", "a GGUF file: its Q4_K blocks as int4 as they are, finer types as int8 (docs/real-pair.md)"
     report = {"cpu": cpu.cpu, "flags": list(cpu.flags), "torch_kernels": cpu.isa, "native_bf16": cpu.bf16_matmul,
               "forced": cpu.forced, "threads": torch.get_num_threads(), "torch": torch.__version__,
               "engine": target_engine(args.target), "native_format": fmt, "native_format_why": why,
               "llama_cpp": _llama_cpp_version(), "pass_ms": {}}
     if not args.no_measure:
-        models = {"native": load_target(args.target, engine="native").model,
-                  "transformers": load_target(args.target, engine="transformers").model}
-        if report["llama_cpp"] and args.target == DEFAULT_TARGET:
+        models = {"native": load_target(args.target, engine="native").model}
+        if not is_named(args.target):  # a named GGUF model has no transformers checkpoint
+            models["transformers"] = load_target(args.target, engine="transformers").model
+        if report["llama_cpp"] and (args.target == DEFAULT_TARGET or is_named(args.target)):
             models["llama.cpp"] = load_target(args.target, engine="llama.cpp").model
         times = pass_times(models, KS, repeats=5)
         report["pass_ms"] = {name: {k: t * 1e3 for k, t in per_k.items()} for name, per_k in times.items()}
