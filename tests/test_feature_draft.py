@@ -15,7 +15,8 @@ from scipy import stats
 
 from specdecode import SamplingConfig, generate, generate_plain
 from specdecode.bench.tiny import tiny_llama_checkpoint, word_tokenizer
-from specdecode.distill.eagle import EagleBudget, initial_tensors, rollout_mask, train_eagle
+from specdecode.distill.eagle import EagleBudget, initial_tensors, train_eagle
+from specdecode.distill.eagle.loss import rollout_mask
 from specdecode.drafts.feature import FeatureDraft
 from specdecode.load import load_draft, load_target
 from specdecode.models.eagle import ARCHITECTURE, TENSORS, eagle_config, save_eagle
@@ -199,6 +200,32 @@ def test_a_short_training_run_lowers_held_out_loss_and_beats_a_random_head(tiny,
 
     trained, random = greedy_alpha(out), greedy_alpha(random_dir)
     assert trained > random + 0.1, (trained, random)
+
+
+def test_the_scoring_cache_is_reused_only_for_the_same_documents(tiny, tmp_path, capsys):
+    """The cache is keyed by a hash of the documents and the target: other documents of the same count and lengths
+    are scored afresh, not served the cached scores."""
+    from specdecode.distill.eagle.teacher import scored_documents
+
+    vocabulary, layers, cache = torch.arange(tiny.model.vocab_size), (2, 4, 5), tmp_path / "scored.pt"
+    documents = {"answers": [[2, 3, 4, 5, 6, 7, 8, 9], [9, 9, 3, 3, 4, 4, 5, 5]]}
+    others = {"answers": [list(reversed(d)) for d in documents["answers"]]}
+    first, _ = scored_documents(tiny, documents, {}, layers, vocabulary, 4, cache, False)
+    again, _ = scored_documents(tiny, documents, {}, layers, vocabulary, 4, cache, False)
+    assert "reusing" in capsys.readouterr().out
+    assert all(torch.equal(a.top_probs, b.top_probs) for a, b in zip(first["answers"], again["answers"], strict=True))
+    fresh, _ = scored_documents(tiny, others, {}, layers, vocabulary, 4, cache, False)
+    assert "reusing" not in capsys.readouterr().out
+    assert [d.ids.tolist() for d in fresh["answers"]] == others["answers"]
+
+
+def test_the_trainer_refuses_bad_input_with_value_errors(tiny, tmp_path):
+    budget = EagleBudget(seq_len=48, batch=8, rollout=2)
+    with pytest.raises(ValueError, match="no training document"):
+        train_eagle(tiny, tmp_path / "out", budget, {"answers": [[2, 3, 4]]}, progress=False, evaluate_after=False)
+    documents = {"answers": [[2 + i % 10] * 12 for i in range(4)]}
+    with pytest.raises(ValueError, match="holds no EAGLE-3 head"):
+        train_eagle(tiny, tmp_path / "none", budget, documents, resume=True, progress=False, evaluate_after=False)
 
 
 def test_the_engines_features_are_the_ones_the_trainer_reads(tiny):

@@ -73,18 +73,19 @@ def cached(path: Path | None, make):
     return value
 
 
-def collect_answers(target: Target, prompts: list[str], budget: Budget, seed: int) -> list[Answer]:
-    """The target's answers: half greedy, half sampled at temperature 1, in batches of similar prompt length."""
+def collect_answers(target: Target, prompts: list[str], answer_tokens: int, batch: int, seed: int) -> list[Answer]:
+    """The target's answers (at most answer_tokens each): half greedy, half sampled at temperature 1, in batches of
+    `batch` prompts of similar length."""
     teacher = BatchedTeacher(target.model)
     encoded = [target.tokenizer.encode(p) for p in prompts]
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     generator = torch.Generator().manual_seed(seed)
     answers: list[Answer] = []
     bar = tqdm(total=len(encoded), desc="target answers", unit="prompt")
-    for n, start in enumerate(range(0, len(order), budget.batch)):
-        chunk = [encoded[i] for i in order[start: start + budget.batch]]
+    for n, start in enumerate(range(0, len(order), batch)):
+        chunk = [encoded[i] for i in order[start: start + batch]]
         temperature = 0.0 if n % 2 == 0 else 1.0
-        answers += teacher.answer(chunk, budget.answer_tokens, temperature, target.tokenizer.stop_token_ids,
+        answers += teacher.answer(chunk, answer_tokens, temperature, target.tokenizer.stop_token_ids,
                                   generator)
         bar.update(len(chunk))
         bar.set_postfix(tokens=sum(len(a.tokens) for a in answers))
@@ -125,7 +126,7 @@ def train_draft(target: Target, out: Path, budget: Budget, shape: DraftShape, se
     torch.manual_seed(seed)
     prompts = training_prompts(budget.prompts, seed)
     answers, scored = cached(data_cache, lambda: (
-        collect_answers(target, prompts, budget, seed),
+        collect_answers(target, prompts, budget.answer_tokens, budget.batch, seed),
         score_text(target, stdlib_documents(target.tokenizer, budget.text_positions, seed))))
     generated_at = time.perf_counter()
     examples = examples_from(answers, shape.max_positions)

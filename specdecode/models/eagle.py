@@ -130,8 +130,9 @@ class EagleHead:
     def step(self, h: torch.Tensor, embeds: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
              k_cache: torch.Tensor, v_cache: torch.Tensor, start: int, span: int,
              mask: torch.Tensor | None) -> torch.Tensor:
-        """One pass over T positions with a KV cache (k_cache, v_cache [1, KV, S, hd], slots start..start+T written,
-        :span read under mask [T, span] or None = all) -> out [1, T, D]."""
+        """One pass over T positions of B sequences (h, embeds [B, T, D]) with a KV cache (k_cache, v_cache
+        [B, KV, S, hd], slots start..start+T written, :span read under mask [T, span] or None = all) -> out [B, T, D].
+        Drafting runs it with B = 1; training (distill/eagle/loss.py) over a batch, once per rollout step."""
         T = h.shape[1]
         attended = self.layer.attention(self.inputs(h, embeds), self.shape, cos, sin, k_cache, v_cache, start, T,
                                         span, mask)
