@@ -121,12 +121,23 @@ def test_generate_json_reports_every_field(capsys):
     assert report["tokens_per_target_call"] > 1.0
 
 
+def _stats_line_says(line: str, new_tokens: int) -> bool:
+    return line.startswith(f"{new_tokens} new tokens, ") and all(
+        part in line for part in (" target calls, ", " tokens per target call, ", "alpha ", " tokens/s "))
+
+
 def test_generate_streams_text_then_the_stats_line(capsys):
-    assert main(["generate", "--max-new-tokens", "12", "What is the capital of Japan?"]) == 0
+    """The stats line starts with the count the run reports (--json: the same greedy run). Negative control: the
+    line without its count, or with another count, fails the same check."""
+    argv = ["generate", "--max-new-tokens", "12", "What is the capital of Japan?"]
+    assert main(argv + ["--json"]) == 0
+    counted = json.loads(capsys.readouterr().out)["new_tokens"]
+    assert main(argv) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert "Tokyo" in " ".join(out[:-1])
-    assert out[-1].startswith("12 new tokens") or "new tokens" in out[-1]
-    assert "tokens per target call" in out[-1] and "alpha" in out[-1] and "tokens/s" in out[-1]
+    assert 0 < counted <= 12 and _stats_line_says(out[-1], counted), (counted, out[-1])
+    for broken in (f"{counted + 1} new tokens", "new tokens"):
+        assert not _stats_line_says(out[-1].replace(f"{counted} new tokens", broken, 1), counted)
 
 
 def test_show_colours_rounds(capsys):

@@ -18,9 +18,11 @@ from specdecode.prompts import load_prompts
 
 # Each format against transformers in the dtype it computes in: fp32 to 1e-4; bf16 to 0.05 in logit units (one bf16
 # rounding step at |logit| ~ 8; in practice bitwise, since the native path computes in transformers' order); int8
-# (weights rounded to 255 levels per row, a slightly different model) to 0.1 against fp32 on these tiny models; int4
-# (16 levels per group of 32) to 0.2.
-TOLERANCE = {"fp32": 1e-4, "bf16": 5e-2, "bf16-onednn": 5e-2, "int8": 1e-1, "int4": 2e-1}
+# (weights rounded to 255 levels per row, a slightly different model) against fp32 on these tiny models, whose logits
+# are at most 0.73: measured at most 0.0039 apart (native and forced-AVX2 paths alike), bound 0.006 (1.5x that; an
+# int8 with 63 levels per row is 0.011 or more apart: test_the_int8_bound_catches_a_coarser_int8); int4 (16 levels
+# per group of 32) to 0.2.
+TOLERANCE = {"fp32": 1e-4, "bf16": 5e-2, "bf16-onednn": 5e-2, "int8": 6e-3, "int4": 2e-1}
 REFERENCE_DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "bf16-onednn": torch.bfloat16, "int8": torch.float32,
                    "int4": torch.float32}
 RUNNABLE = [f for f in FORMATS if f != "bf16-onednn" or capability().bf16_matmul]
@@ -57,19 +59,36 @@ def _pair(model, directory, fmt):
 @pytest.mark.parametrize("fmt", RUNNABLE)
 @pytest.mark.parametrize("make", [tiny_llama, tiny_qwen2, tiny_llama3_rope], ids=["llama", "qwen2", "llama3-rope"])
 def test_logits_equal_transformers_after_prefill_and_rollbacks(make, fmt, tmp_path):
-    native, reference = _pair(make(vocab_size=48), tmp_path, fmt)
+    _assert_logits_close(*_pair(make(vocab_size=48), tmp_path, fmt), TOLERANCE[fmt])
+
+
+def _assert_logits_close(native, reference, atol: float) -> None:
+    """A prefill of 12 tokens, then 25 passes of 1-7 tokens each followed by a rollback of 0 to all of them."""
     rng = random.Random(0)
     tokens = [rng.randrange(48) for _ in range(12)]
     for model in (native, reference):
         model.rollback(0)
     torch.testing.assert_close(native.extend(torch.tensor(tokens)), reference.extend(torch.tensor(tokens)),
-                               atol=TOLERANCE[fmt], rtol=0)
+                               atol=atol, rtol=0)
     for _ in range(25):
         new = torch.tensor([rng.randrange(48) for _ in range(rng.randint(1, 7))])
-        torch.testing.assert_close(native.extend(new), reference.extend(new), atol=TOLERANCE[fmt], rtol=0)
+        torch.testing.assert_close(native.extend(new), reference.extend(new), atol=atol, rtol=0)
         keep = native.length - rng.randint(0, len(new))
         native.rollback(keep)
         reference.rollback(keep)
+
+
+@pytest.mark.parametrize("make", [tiny_llama, tiny_qwen2, tiny_llama3_rope], ids=["llama", "qwen2", "llama3-rope"])
+def test_the_int8_bound_catches_a_coarser_int8(make, tmp_path):
+    """Negative control: int8 weights rounded once more to multiples of 4 (63 levels per row instead of 255) break
+    TOLERANCE["int8"], so the bound would catch an int8 path that rounds more coarsely than it should."""
+    native, reference = _pair(make(vocab_size=48), tmp_path, "int8")
+    for linear in [native.head] + [lin for layer in native.layers
+                                   for lin in (layer.qkv, layer.o, layer.gate_up, layer.down)]:
+        if linear.format == "int8":
+            linear.weight = (torch.round(linear.weight.float() / 4) * 4).clamp(-127, 127).to(torch.int8)
+    with pytest.raises(AssertionError):
+        _assert_logits_close(native, reference, TOLERANCE["int8"])
 
 
 def test_the_default_model_agrees_with_transformers(smollm2_fp32):
