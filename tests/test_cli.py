@@ -1,5 +1,6 @@
 """The `specdecode` command: the seed's numbers as printed, toy generation, and one-line errors with exit status 2."""
 
+import json
 import subprocess
 import sys
 
@@ -40,6 +41,19 @@ def test_generate_on_the_toy_pair_prints_text_and_stats(capsys):
     text, stats = out.strip().splitlines()
     assert len(text.split()) == 30 and set(text.split()) <= set(WORDS)
     assert "30 new tokens, " in stats and "tokens per target call" in stats and "alpha" in stats
+
+
+def test_compare_times_plain_and_speculative_decoding_alike(capsys):
+    """--compare: both sides warm, timed twice each in alternating order, counting the same new tokens."""
+    code, out, _ = run_cli(capsys, "generate", "--target", "toy", "the cat", "--max-new-tokens", "20", "--compare",
+                           "--json")
+    report = json.loads(out)
+    assert code == 0 and report["compare_runs"] == ["plain", "speculative", "speculative", "plain"]
+    assert report["plain_new_tokens"] == report["speculative_new_tokens"] == 2 * 20
+    assert report["identical_to_plain"] is True
+    for side in ("plain", "speculative"):
+        assert report[f"{side}_tokens_per_second"] == report[f"{side}_new_tokens"] / report[f"{side}_seconds"]
+    assert report["speedup"] == report["speculative_tokens_per_second"] / report["plain_tokens_per_second"]
 
 
 TOY = ["generate", "--target", "toy"]

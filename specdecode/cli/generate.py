@@ -9,6 +9,7 @@ import sys
 import torch
 from rich.console import Console
 from rich.markup import escape
+from tqdm import tqdm
 
 from ..cpu import torch_threads
 from ..engine import Generation, GenerationStats
@@ -48,7 +49,13 @@ def add_parser(sub) -> None:
     p.add_argument("--show", action="store_true",
                    help="colour each round: accepted drafts green, the rejected draft struck through in orange, "
                    "the target's own token blue")
-    p.add_argument("--compare", action="store_true", help="also run plain decoding of the target and compare")
+    p.add_argument("--compare", action="store_true",
+                   help="also measure plain decoding of the target against speculative decoding, both the same "
+                   "way: after the shown run (which warms the speculative side), one untimed plain run warms the "
+                   "plain side (and is the output compared for identity, when greedy); then each side is timed "
+                   "twice, alternating plain, speculative, speculative, plain, unstreamed, with the same prompt, "
+                   "limits and seed. tokens/s = new tokens over wall seconds (prefill included), summed over each "
+                   "side's two runs")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the stream")
     p.set_defaults(run=run)
 
@@ -87,23 +94,51 @@ def _generate(args: argparse.Namespace, target: Target, sampling: SamplingConfig
               "draft": draft_name, "target": target.name, "engine": target.engine, "dtype": args.dtype,
               "threads": getattr(target.model, "threads", torch.get_num_threads()), "sampling": sampling.describe()}
     if args.compare:
-        plain = Generation(target.model, None, prompt_ids, args.max_new_tokens, 0, sampling, args.seed, stops,
-                           args.stop, target.tokenizer)
-        plain.run()
-        report |= {"plain_seconds": plain.stats.seconds, "plain_tokens_per_second": plain.stats.tokens_per_second,
-                   "speedup": stats.tokens_per_second / plain.stats.tokens_per_second
-                   if plain.stats.tokens_per_second else None}
-        if sampling.greedy:
-            report["identical_to_plain"] = plain.new_tokens == generation.new_tokens
+        report |= _compare(lambda d: Generation(target.model, d, prompt_ids, args.max_new_tokens,
+                                                args.gamma if d is not None else 0, sampling, args.seed, stops,
+                                                args.stop, target.tokenizer), draft, generation.new_tokens,
+                           sampling.greedy)
     if args.json:
         print(json.dumps(report))
         return 0
     console.print(_stats_line(report), style="dim", markup=False)
     if args.compare:
         same = {True: ", identical output", False: ", OUTPUT DIFFERS"}.get(report.get("identical_to_plain"), "")
-        console.print(f"plain decoding: {report['plain_tokens_per_second']:.1f} tokens/s; speculative "
-                      f"{report['tokens_per_second']:.1f} tokens/s = {report['speedup']:.2f}x{same}", style="dim")
+        console.print(f"measured alike (alternating, warm, 2 runs each): plain decoding "
+                      f"{report['plain_tokens_per_second']:.1f} tokens/s, speculative "
+                      f"{report['speculative_tokens_per_second']:.1f} tokens/s = {report['speedup']:.2f}x{same}",
+                      style="dim")
     return 0
+
+
+COMPARE_ORDER = ("plain", "speculative", "speculative", "plain")  # alternating: drift over time hits both alike
+
+
+def _compare(make, draft, shown: list[int], greedy: bool) -> dict:
+    """--compare: make(draft or None) -> a Generation of the same prompt, limits and seed. The plain side is warmed
+    by one untimed run (the speculative side was by the shown run), then both are timed in COMPARE_ORDER, unstreamed.
+    -> the report's plain_* and speculative_* fields, speedup, and identical_to_plain when greedy."""
+    bar = tqdm(total=1 + len(COMPARE_ORDER), desc="--compare: timing plain and speculative decoding", unit="run",
+               leave=False)
+    warm = make(None)
+    warm.run()
+    bar.update()
+    timed = {"plain": [0, 0.0], "speculative": [0, 0.0]}  # new tokens, seconds
+    for kind in COMPARE_ORDER:
+        stats = make(draft if kind == "speculative" else None).run().stats
+        timed[kind][0] += stats.new_tokens
+        timed[kind][1] += stats.seconds
+        bar.update()
+    bar.close()
+    speed = {kind: tokens / seconds if seconds > 0 else 0.0 for kind, (tokens, seconds) in timed.items()}
+    report = {"plain_new_tokens": timed["plain"][0], "plain_seconds": timed["plain"][1],
+              "plain_tokens_per_second": speed["plain"], "speculative_new_tokens": timed["speculative"][0],
+              "speculative_seconds": timed["speculative"][1], "speculative_tokens_per_second": speed["speculative"],
+              "speedup": speed["speculative"] / speed["plain"] if speed["plain"] else None,
+              "compare_runs": list(COMPARE_ORDER)}
+    if greedy:
+        report["identical_to_plain"] = warm.new_tokens == shown
+    return report
 
 
 def _stats_fields(stats: GenerationStats) -> dict:
