@@ -33,6 +33,7 @@ from .drafts.hybrid import HybridDraft
 from .drafts.model import ModelDraft
 from .drafts.ngram import NgramDraft, NgramTable
 from .drafts.prompt_lookup import PromptLookupDraft
+from .errors import first_line
 from .models import llama_cpp
 from .models.base import CausalLM
 from .models.default import DEFAULT_TARGET, cache_dir, default_model_dir, gguf_path
@@ -116,17 +117,12 @@ def _tokenizer(directory: Path) -> TextTokenizer:
     try:
         hf = AutoTokenizer.from_pretrained(directory, local_files_only=True)
     except (OSError, ValueError) as error:
-        raise ValueError(f"cannot load the tokenizer in {str(directory)!r}: {_first_line(error)}") from None
+        raise ValueError(f"cannot load the tokenizer in {str(directory)!r}: {first_line(error)}") from None
     eos = None
     generation = directory / "generation_config.json"
     if generation.is_file():
         eos = json.loads(generation.read_text()).get("eos_token_id")
     return TextTokenizer(hf, eos)
-
-
-def _first_line(error: Exception) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _resolved(value: str, variable: str) -> str:
@@ -231,7 +227,7 @@ def _gguf_tokenizer(path: Path, saved: Path | None = None) -> TextTokenizer:
     try:
         hf = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name, local_files_only=True)
     except (OSError, ValueError, KeyError) as error:
-        raise ValueError(f"cannot read the tokenizer of {str(path)!r}: {_first_line(error)}") from None
+        raise ValueError(f"cannot read the tokenizer of {str(path)!r}: {first_line(error)}") from None
     if saved is not None and not saved.exists():
         partial = saved.with_name(saved.name + ".partial")
         hf.save_pretrained(partial)

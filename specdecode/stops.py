@@ -4,13 +4,17 @@ The text of an output is its tokens decoded together (a token's text can depend 
 the first match of any stop string; the output keeps the tokens up to the one that completed that match, and no
 more are generated. While the output grows, a tail of the text that could still become the start of a stop string
 is held back, so a stream never shows text that a later token turns into a stop sequence.
+
+Stop strings match whole characters only: while the last character of the output is unfinished (its first bytes
+came in a token, the rest have yet to), it is not part of the text matched, so a stop string never ends inside it
+(not even "\ufffd", the replacement character a decoder writes for it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .tokenizer import Tokenizer
+from .tokenizer import Tokenizer, complete, utf8
 
 
 def check_stop(stop: str | Sequence[str] | None, limit: int | None = None) -> list[str]:
@@ -28,7 +32,8 @@ def check_stop(stop: str | Sequence[str] | None, limit: int | None = None) -> li
 
 
 class StopStrings:
-    """Stop strings matched on the decoded text of an output (token ids -> text through `tokenizer.decode`)."""
+    """Stop strings matched on the decoded text of an output (token ids -> text through the tokenizer's
+    `text_bytes`)."""
 
     def __init__(self, tokenizer: Tokenizer, stop: str | Sequence[str]):
         self.tokenizer = tokenizer
@@ -42,24 +47,29 @@ class StopStrings:
     def end(self, tokens: list[int], start: int) -> int | None:
         """If the tokens from `start` on complete a stop string: how many tokens the output keeps (through the one
         that completed the first match); else None. One decode when nothing matches."""
-        if not self.strings or self._first_match(self.tokenizer.decode(tokens)) is None:
+        if not self.strings or self._first_match(self._whole(tokens)) is None:
             return None
         for k in range(start + 1, len(tokens) + 1):
-            if self._first_match(self.tokenizer.decode(tokens[:k])) is not None:
+            if self._first_match(self._whole(tokens[:k])) is not None:
                 return k
         return len(tokens)  # (the tokens matched only together with ones before start: a re-spelling)
 
+    def _whole(self, tokens: list[int]) -> str:
+        """The text of tokens without an unfinished last character."""
+        data = self.tokenizer.text_bytes(tokens)
+        return utf8(data[: complete(data)])
+
     def text(self, tokens: list[int], final: bool = True) -> str:
-        """The decoded text, cut before the first match. Not final (the output may still grow): also hold back a
-        trailing partial character and any tail that is the start of a stop string."""
-        text = self.tokenizer.decode(tokens)
-        cut = self._first_match(text)
+        """The decoded text, cut before the first match. Not final (the output may still grow): without an
+        unfinished last character, and holding back any tail that is the start of a stop string."""
+        whole = self._whole(tokens)  # a prefix of the decoded text
+        cut = self._first_match(whole)
         if cut is not None:
-            return text[:cut]
+            return whole[:cut]
         if final:
-            return text
-        text = text.rstrip("\ufffd")
-        return text[: len(text) - self._partial_tail(text)]
+            return self.tokenizer.decode(tokens)
+        whole = whole.rstrip("\ufffd")  # (a tokenizer whose text_bytes hold characters it could not finish yet)
+        return whole[: len(whole) - self._partial_tail(whole)]
 
     def _partial_tail(self, text: str) -> int:
         """Length of the longest tail of text that is a proper prefix of a stop string."""

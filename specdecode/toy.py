@@ -93,6 +93,12 @@ class ToyTokenizer:
     def piece(self, token: int) -> str:
         return " " + self.words[token]
 
+    def token_bytes(self, token: int) -> bytes:
+        return self.piece(token).encode()
+
+    def text_bytes(self, ids: list[int]) -> bytes:
+        return self.decode(ids).encode()
+
 
 def bigram_tables(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """(target table p, draft table q), each [8, 8] float64 with rows summing to 1."""

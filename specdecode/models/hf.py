@@ -11,6 +11,7 @@ import os
 import torch
 
 from ..cpu import capability
+from ..errors import first_line
 
 DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32, "fp32": torch.float32}
 
@@ -75,6 +76,5 @@ def load_hf_model(directory: str | os.PathLike, dtype: torch.dtype = torch.bfloa
         tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(directory, dtype=dtype, local_files_only=True)
     except (OSError, ValueError, KeyError) as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ValueError(f"cannot load model {str(directory)!r}: {first}") from None
+        raise ValueError(f"cannot load model {str(directory)!r}: {first_line(error)}") from None
     return model, tokenizer

@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..errors import first_line
+
 INSTALL_HINT = "run bin/bootstrap (it builds llama-cpp-python 0.3.36 from source, about 3 minutes on 2 cores)"
 
 
@@ -32,8 +34,8 @@ def binding():
     try:
         import llama_cpp
     except (ImportError, OSError) as error:  # OSError: the shared library is missing or built for another CPU
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise MissingBinding(f"the llama.cpp engine needs llama-cpp-python ({first}): {INSTALL_HINT}") from None
+        raise MissingBinding(f"the llama.cpp engine needs llama-cpp-python ({first_line(error)}): {INSTALL_HINT}"
+                             ) from None
     return llama_cpp
 
 
