@@ -47,6 +47,61 @@ def available() -> bool:
     return True
 
 
+class Context:
+    """One llama.cpp context on a GGUF file, sequence 0 only: every call this engine makes into llama-cpp-python.
+
+    All on the binding's public names: `Llama` loads the file and owns the model and context (freed with it), its
+    `ctx` and `model` properties give their pointers, and the rest are llama.h's own functions as `llama_cpp`
+    exports them. The batch is ours (`llama_batch_init`), so that the rows whose logits are wanted are ours to say.
+    """
+
+    def __init__(self, path: Path, max_length: int, max_batch: int, threads: int):
+        self._batch = None  # until it is allocated, last: nothing for __del__ to free if loading fails
+        self._lib = lib = binding()
+        self._llama = lib.Llama(str(path), n_ctx=max_length, n_batch=max_batch, n_ubatch=max_batch,
+                                n_threads=threads, n_threads_batch=threads, verbose=False)  # ValueError if it fails
+        self._ctx = self._llama.ctx
+        self._memory = lib.llama_get_memory(self._ctx)
+        self.vocab_size = int(self._llama.n_vocab())
+        self.max_length = int(self._llama.n_ctx())
+        self._batch = lib.llama_batch_init(max_batch, 0, 1)
+
+    def __del__(self):
+        if self._batch is not None:
+            self._lib.llama_batch_free(self._batch)
+            self._batch = None
+
+    def model_bytes(self) -> int:
+        return int(self._lib.llama_model_size(self._llama.model))
+
+    def forget(self, start: int) -> None:
+        """Remove the cells at positions start and after."""
+        self._lib.llama_memory_seq_rm(self._memory, 0, start, -1)
+
+    def decode(self, tokens: list[int], start: int, want: list[bool]) -> None:
+        """One pass of tokens at positions start, start + 1, ...; want[i]: keep row i's logits. A failed pass
+        leaves no cells behind."""
+        batch = self._batch
+        batch.n_tokens = len(tokens)
+        for i, token in enumerate(tokens):
+            batch.token[i] = token
+            batch.pos[i] = start + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = want[i]
+        status = self._lib.llama_decode(self._ctx, batch)
+        if status != 0:
+            self.forget(start)
+            raise RuntimeError(f"llama_decode failed with status {status}")
+
+    def logits(self, rows: int) -> torch.Tensor:
+        """The last pass's wanted rows of logits, copied: float32 [rows, V]."""
+        pointer = self._lib.llama_get_logits(self._ctx)
+        flat = np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)),
+                                     shape=(rows * self.vocab_size,))
+        return torch.from_numpy(flat.copy()).view(rows, self.vocab_size)
+
+
 class LlamaCppLM:
     """A GGUF file on llama.cpp. Batch size 1; logits are returned as float32 [k, V]."""
 
@@ -57,35 +112,24 @@ class LlamaCppLM:
 
     def __init__(self, path: str | Path, max_length: int = 4096, threads: int | None = None,
                  name: str | None = None, max_batch: int = 512):
-        llama_cpp = binding()
+        binding()  # a missing binding is said before anything about the file
         path = Path(path)
         if not path.is_file():
             raise ValueError(f"GGUF file {str(path)!r} does not exist")
         threads = threads or torch.get_num_threads()  # the process's thread setting (`--threads`)
-        self._lib = llama_cpp
         try:
-            self._llama = llama_cpp.Llama(str(path), n_ctx=max_length, n_batch=max_batch, n_ubatch=max_batch,
-                                          n_threads=threads, n_threads_batch=threads, verbose=False)
+            self._context = Context(path, max_length, max_batch, threads)
         except ValueError as error:
             raise ValueError(f"llama.cpp cannot load {str(path)!r}: {error}") from None
-        self._ctx = self._llama._ctx.ctx
-        self._memory = llama_cpp.llama_get_memory(self._ctx)
         self.name = name or path.stem
         self.path = path
-        self.vocab_size = int(self._llama.n_vocab())
-        self.max_length = int(self._llama.n_ctx())
+        self.vocab_size = self._context.vocab_size
+        self.max_length = self._context.max_length
         self.max_batch = max_batch
         self.threads = threads
-        self._batch = llama_cpp.llama_batch_init(max_batch, 0, 1)
         self._length = 0
         self._cached: list[int] = []  # the tokens whose keys and values llama.cpp holds (>= self._length of them)
         self._invariant: bool | None = None
-
-    def __del__(self):
-        batch, lib = getattr(self, "_batch", None), getattr(self, "_lib", None)
-        if batch is not None and lib is not None:
-            lib.llama_batch_free(batch)
-            self._batch = None
 
     @property
     def length(self) -> int:
@@ -94,7 +138,7 @@ class LlamaCppLM:
     @property
     def weight_bytes(self) -> int:
         """Bytes of the GGUF file's tensors (what one pass reads, less the embedding rows it looks up)."""
-        return int(self._lib.llama_model_size(self._llama._model.model))
+        return self._context.model_bytes()
 
     def batch_invariant(self) -> bool:
         """Whether a 4-token pass gives bitwise the rows of four 1-token passes (checked once; the cache is left
@@ -122,7 +166,7 @@ class LlamaCppLM:
             reused += 1
         self._length += reused
         if len(cached) > self._length:
-            self._lib.llama_memory_seq_rm(self._memory, 0, self._length, -1)
+            self._context.forget(self._length)
             del cached[self._length:]
         rows = []
         for first in range(reused, k, self.max_batch):  # a long prefill goes in batches of max_batch
@@ -132,31 +176,15 @@ class LlamaCppLM:
         return torch.cat([r for r in rows if r.numel()])  # [out, V]
 
     def _decode(self, chunk: list[int], want: list[bool]) -> torch.Tensor:
-        batch, n = self._batch, len(chunk)
-        batch.n_tokens = n
-        for i, token in enumerate(chunk):
-            batch.token[i] = token
-            batch.pos[i] = self._length + i
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = 0
-            batch.logits[i] = want[i]
-        status = self._lib.llama_decode(self._ctx, batch)
-        if status != 0:
-            self._lib.llama_memory_seq_rm(self._memory, 0, self._length, -1)
-            raise RuntimeError(f"llama_decode failed with status {status}")
+        self._context.decode(chunk, self._length, want)
         self._cached += chunk
-        self._length += n
+        self._length += len(chunk)
         wanted = sum(want)
-        if not wanted:
-            return torch.empty(0, self.vocab_size)
-        pointer = self._lib.llama_get_logits(self._ctx)
-        flat = np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)),
-                                     shape=(wanted * self.vocab_size,))
-        return torch.from_numpy(flat.copy()).view(wanted, self.vocab_size)
+        return self._context.logits(wanted) if wanted else torch.empty(0, self.vocab_size)
 
     def clear(self) -> None:
         """Empty the cache, its reusable tail included (a cold start, as the bench times every method)."""
-        self._lib.llama_memory_seq_rm(self._memory, 0, 0, -1)
+        self._context.forget(0)
         self._cached.clear()
         self._length = 0
 
