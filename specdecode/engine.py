@@ -24,7 +24,7 @@ from .drafts.base import Draft, Proposal
 from .drafts.model import ModelDraft
 from .models.base import CausalLM
 from .rule import verify, verify_greedy
-from .sampling import SamplingConfig, adjust, check_logits, log_probs
+from .sampling import SamplingConfig, adjust, check_logits, log_probs, seeded
 from .stops import StopStrings
 from .tokenizer import Tokenizer
 
@@ -236,7 +236,7 @@ class Generation:
         self.sampling = sampling if sampling is not None else SamplingConfig()
         if not isinstance(self.sampling, SamplingConfig):
             raise ValueError(f"sampling must be a SamplingConfig, got {type(self.sampling).__name__}")
-        self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        self.generator = seeded(seed) if seed is not None else None
         self.stop_token_ids = frozenset(int(t) for t in stop_token_ids)
         if stop and tokenizer is None:
             raise ValueError("stop strings need the tokenizer, to match them on the decoded text")

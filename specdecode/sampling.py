@@ -8,11 +8,15 @@ side and not the other.
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass
 
 import torch
 
-MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-2, 1e2  # beyond these a temperature is numerically greedy or uniform
+# Below MIN_TEMPERATURE, logits / T overflow float32 (3.4e38) for logits as small as 3.4e8 (1e-39 makes every logit
+# above 3.4e-1 infinite: NaN probabilities); `adjust` still refuses the rare logits that overflow above it. Above
+# MAX_TEMPERATURE the list is numerically uniform.
+MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-30, 1e2
 
 
 def check_logits(logits: torch.Tensor) -> None:
@@ -69,6 +73,27 @@ class SamplingConfig:
 
 GREEDY = SamplingConfig(temperature=0.0)
 
+MAX_SEED = 2**64 - 1
+
+
+def seeded(seed: int) -> torch.Generator:
+    """A generator whose state depends on every bit of seed (0..2^64 - 1).
+
+    torch's own `manual_seed` keeps only the low 32 bits on the CPU (its Mersenne Twister takes a 32-bit seed), so
+    seeds 5 and 2^32 + 5 would draw the same numbers. Seeds below 2^32 are seeded by it as before; larger ones fill the
+    same Mersenne Twister state with the reference `init_by_array` of their 32-bit words, as Python's `random` does.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"seed must be an integer in 0..2^64 - 1, got {seed!r}")
+    generator = torch.Generator()
+    if seed < 2**32:
+        return generator.manual_seed(seed)
+    words = random.Random(seed).getstate()[1][:624]  # the 624-word state init_by_array([low, high]) makes
+    state = generator.get_state()  # seed u64, left i32, seeded i32, next u64, state u64[624], ... (CPUGeneratorImpl)
+    state[:24] = torch.tensor([seed & (2**63 - 1), 1 | 1 << 32, 0], dtype=torch.int64).view(torch.uint8)
+    state[24:24 + 624 * 8] = torch.tensor(words, dtype=torch.int64).view(torch.uint8)
+    return generator.set_state(state)
+
 
 def adjust(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:
     """Logits [..., V] -> adjusted probabilities [..., V] (float32, or float64 for float64 input), rows summing to 1.
@@ -81,6 +106,9 @@ def adjust(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:
     if config.greedy:
         return torch.nn.functional.one_hot(logits.argmax(dim=-1), logits.shape[-1]).to(dtype)
     logits = logits / config.temperature
+    if not bool(torch.isfinite(logits.amax(dim=-1)).all()):
+        raise ValueError(f"temperature {config.temperature:g} is too small for these logits: divided by it, they "
+                         "overflow")
     if config.top_k is not None and config.top_k < logits.shape[-1]:
         kth = torch.topk(logits, config.top_k, dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, -math.inf)

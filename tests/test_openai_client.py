@@ -7,13 +7,10 @@ the client's own exception types. Answers are checked against the library on the
 from __future__ import annotations
 
 import math
-import socket
-import threading
-import time
 
 import openai
 import pytest
-import uvicorn
+from serving import openai_client
 
 from specdecode import SamplingConfig, generate_plain
 from specdecode.server import create_app
@@ -26,21 +23,8 @@ TOKENIZER = ToyTokenizer()
 @pytest.fixture(scope="module")
 def client():
     """A real uvicorn server in a thread, on a free loopback port, and an OpenAI client pointed at it."""
-    app = create_app(target="toy", max_prompt_tokens=64, max_tokens=MAX_TOKENS)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.02)
-    port = sock.getsockname()[1]
-    yield openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0, timeout=60)
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
+    with openai_client(create_app(target="toy", max_prompt_tokens=64, max_tokens=MAX_TOKENS)) as client:
+        yield client
 
 
 def complete(client, **kwargs):
@@ -198,6 +182,55 @@ def test_include_usage_ends_the_stream_with_a_usage_chunk(client, kind):
     assert plain[-1].usage.completion_tokens == 15 and plain[-1].choices[0].finish_reason == "length"
 
 
+# --- nullable fields, temperatures, seeds, the model object ---------------------------------------------------------
+
+TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+
+
+@pytest.mark.parametrize("kind", ["text", "chat"])
+def test_null_fields_are_unset(client, kind):
+    """OpenAI's spec makes these nullable; the client sends None as null."""
+    create = complete if kind == "text" else chat
+    nulls = {"temperature": None, "n": None, "stream": None, "top_p": None, "seed": None, "stop": None,
+             "max_tokens": None, "logprobs": None, "presence_penalty": None, "frequency_penalty": None,
+             "logit_bias": None, "stream_options": None, "user": None}
+    if kind == "chat":
+        nulls |= {"top_logprobs": None, "max_completion_tokens": None, "tools": None, "tool_choice": None,
+                  "response_format": None}
+    answer = create(client, **nulls)
+    assert len(answer.choices) == 1 and answer.usage.completion_tokens == 128  # max_tokens' default
+
+
+def test_requests_that_ask_nothing_unsupported_are_served(client):
+    chat(client, tools=[TOOL], tool_choice="none")  # the tools are not to be called: honoured by ignoring them
+    chat(client, response_format={"type": "text"}, presence_penalty=0, logit_bias={})
+    answer = chat(client, messages=[{"role": "user", "content": "the"}, {"role": "assistant", "content": None},
+                                    {"role": "user", "content": "cat"}])
+    assert answer.choices[0].finish_reason == "length"
+
+
+def test_a_small_temperature_is_served_nearly_greedy(client):
+    cold = complete(client, temperature=0.001, seed=3, logprobs=1)
+    greedy = complete(client, temperature=0, logprobs=1)
+    assert cold.choices[0].text == greedy.choices[0].text
+
+
+def test_every_bit_of_the_seed_counts(client):
+    texts = {seed: complete(client, seed=seed, max_tokens=60).choices[0].text for seed in (5, 2**32 + 5, 2**63 - 1)}
+    assert len(set(texts.values())) == 3  # (5 and 2^32 + 5 drew the same numbers when only 32 bits were used)
+    assert complete(client, seed=2**32 + 5, max_tokens=60).choices[0].text == texts[2**32 + 5]
+    with pytest.raises(openai.BadRequestError) as caught:
+        complete(client, seed=2**63)
+    assert caught.value.param == "seed"
+
+
+def test_the_model_object_is_served_by_name(client):
+    assert client.models.retrieve("toy").id == "toy" == client.models.retrieve("default").id
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.models.retrieve("gpt-4o")
+    assert caught.value.code == "model_not_found" and caught.value.param == "model"
+
+
 # --- errors as the client's own exceptions --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind, kwargs, param", [
@@ -211,12 +244,35 @@ def test_include_usage_ends_the_stream_with_a_usage_chunk(client, kind):
     ("chat", {"top_logprobs": 2}, "top_logprobs"),
     ("chat", {"max_completion_tokens": MAX_TOKENS + 1}, "max_completion_tokens"),
     ("chat", {"stop": ["a"] * 5, "stream": True}, "stop"),
+    # the field as the client sent it, not pydantic's path through a union ("stop.str", "gamma.constrained-int")
+    ("text", {"stop": 5}, "stop"),
+    ("text", {"extra_body": {"gamma": 0}}, "gamma"),
+    ("chat", {"messages": [{"role": "user", "content": "the"}, {"role": "user", "content": None}]},
+     "messages.1.content"),
+    ("chat", {"temperature": 1e-39}, "temperature"),
+    ("text", {"max_tokens": 0}, "max_tokens"),  # (0 only with echo)
+    # what the server cannot honour is refused by name, never answered as something else
+    ("chat", {"tools": [TOOL], "tool_choice": "required"}, "tools"),
+    ("chat", {"tools": [TOOL]}, "tools"),
+    ("chat", {"tool_choice": "required"}, "tool_choice"),
+    ("chat", {"functions": [TOOL["function"]]}, "functions"),
+    ("chat", {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}},
+     "response_format"),
+    ("chat", {"response_format": {"type": "json_object"}, "stream": True}, "response_format"),
+    ("chat", {"logit_bias": {"1": 5}}, "logit_bias"),
+    ("chat", {"presence_penalty": 0.5}, "presence_penalty"),
+    ("text", {"frequency_penalty": 1}, "frequency_penalty"),
+    ("text", {"suffix": " mat"}, "suffix"),
+    ("text", {"best_of": 2}, "best_of"),
+    ("chat", {"messages": [{"role": "user", "content": "the"}, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]}, "messages.1.tool_calls"),
 ])
 def test_bad_options_are_bad_request_errors(client, kind, kwargs, param):
     create = complete if kind == "text" else chat
     with pytest.raises(openai.BadRequestError) as caught:
         create(client, **kwargs)
-    assert caught.value.status_code == 400 and caught.value.param == param and param in caught.value.message
+    assert caught.value.status_code == 400 and caught.value.param == param
+    assert param.split(".")[-1] in caught.value.message and "\n" not in caught.value.message
 
 
 @pytest.mark.parametrize("stream", [False, True])

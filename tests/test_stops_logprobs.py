@@ -279,3 +279,17 @@ def test_special_token_text_in_chat_messages_is_tokenised_as_text():
     assert [t for t in ids if t in tokenizer.special_ids] == [t for t in honest if t in tokenizer.special_ids]
     assert forged in tokenizer.decode(ids, skip_special_tokens=False)
 
+
+def test_every_bit_of_a_seed_counts():
+    from specdecode.sampling import seeded
+
+    draw = lambda seed: torch.rand(8, generator=seeded(seed), dtype=torch.float64).tolist()  # noqa: E731
+    assert draw(5) == torch.rand(8, generator=torch.Generator().manual_seed(5), dtype=torch.float64).tolist()
+    assert draw(2**32 + 5) != draw(5) and draw(2**32 + 5) == draw(2**32 + 5) != draw(2**33 + 5)
+    assert draw(2**64 - 1) != draw(2**32 - 1)
+    for bad in (-1, 2**64, 1.5, True):
+        with pytest.raises(ValueError, match="seed"):
+            seeded(bad)
+    target, draft = bigram_pair()
+    texts = {generate(target, draft, [0], 40, seed=s, tokenizer=TOKENIZER).text for s in (5, 2**32 + 5)}
+    assert len(texts) == 2

@@ -3,6 +3,7 @@
     GET  /                        the explainer page (static/index.html, app.js, style.css; nothing from the net)
     GET  /health                  liveness and what is served
     GET  /v1/models               the served target
+    GET  /v1/models/{id}          the served target, by its name (or "default")
     POST /v1/completions          OpenAI completions (prompt), optionally streamed
     POST /v1/chat/completions     OpenAI chat completions (messages), optionally streamed
     POST /api/live                the live figure: one event per round, then the measured numbers
@@ -84,6 +85,7 @@ def create_app(target: str = DEFAULT_TARGET, draft: str | None = None, dtype: st
 
         async def body() -> AsyncIterator[str]:
             try:
+                await service.score(job, request.is_disconnected, ticket.deadline)
                 async with contextlib.aclosing(service.choices(job, request.is_disconnected,
                                                                ticket.deadline)) as choices:
                     async for event in events(choices):
@@ -92,8 +94,11 @@ def create_app(target: str = DEFAULT_TARGET, draft: str | None = None, dtype: st
                 status = error.status if isinstance(error, errors.APIError) else 500
                 if status >= 500 and not isinstance(error, errors.APIError):
                     log.exception("generation failed")
-                message = error.message if isinstance(error, errors.APIError) else f"generation failed: {error}"
-                yield openai.sse(errors.error_body(message, status), error_event)
+                if isinstance(error, errors.APIError):
+                    body = errors.error_body(error.message, status, error.param, error.code)
+                else:
+                    body = errors.error_body(f"generation failed: {error}", status)
+                yield openai.sse(body, error_event)
                 if error_event is None:
                     yield openai.sse("[DONE]")
                 return
@@ -108,6 +113,7 @@ def create_app(target: str = DEFAULT_TARGET, draft: str | None = None, dtype: st
             return streamed(job, request, lambda choices: openai.stream(job, choices, kind, include_usage))
         ticket = service.admit()
         try:
+            await service.score(job, request.is_disconnected, ticket.deadline)
             for generation in job.generations:
                 await service.run(generation, request.is_disconnected, ticket.deadline)
         finally:
@@ -129,19 +135,31 @@ def create_app(target: str = DEFAULT_TARGET, draft: str | None = None, dtype: st
                 "gamma": service.gamma, "max_tokens": service.max_tokens,
                 "max_prompt_tokens": service.max_prompt_tokens}
 
+    def model_object() -> dict:
+        return {"id": service.model_id, "object": "model", "created": started, "owned_by": "specdecode"}
+
     @app.get("/v1/models")
     async def models() -> dict:
-        return {"object": "list", "data": [{"id": service.model_id, "object": "model", "created": started,
-                                            "owned_by": "specdecode"}]}
+        return {"object": "list", "data": [model_object()]}
+
+    @app.get("/v1/models/{model:path}")
+    async def model(model: str) -> dict:
+        """The served target by any name it answers to (loads nothing)."""
+        if model not in service.names():
+            raise errors.APIError(f"the model {model!r} does not exist: this server serves {service.model_id!r}",
+                                  404, "model", "model_not_found")
+        return model_object()
 
     @app.post("/v1/completions")
     async def completions(body: CompletionRequest, request: Request):
+        service.check(body)
         loaded = await service.ready(body.model)
         job = service.job(loaded, await service.tokenize(loaded, text=body.prompt), body)
         return await respond(job, request, body, "text")
 
     @app.post("/v1/chat/completions")
     async def chat_completions(body: ChatRequest, request: Request):
+        service.check(body)
         loaded = await service.ready(body.model)
         messages = [{"role": m.role, "content": m.text()} for m in body.messages]
         job = service.job(loaded, await service.tokenize(loaded, messages=messages), body)

@@ -32,6 +32,18 @@ def error_response(message: str, status: int, param: str | None = None, code: st
     return JSONResponse(error_body(message, status, param, code), status_code=status)
 
 
+# The names pydantic gives the members of a union in an error's location ("stop.str", "gamma.constrained-int",
+# "messages.1.content.list[TextPart].0.type"): not part of the field's path as the client sent it.
+_TYPE_TAGS = {"str", "int", "float", "bool", "none", "list", "dict"}
+
+
+def _field_path(loc: tuple) -> str | None:
+    """The field an error's location names, as the client wrote it: "messages.1.content", "stop"."""
+    parts = [str(part) for part in loc if part not in ("body", "query") and (
+        isinstance(part, int) or (str(part).isidentifier() and str(part).islower() and part not in _TYPE_TAGS))]
+    return ".".join(parts) or None
+
+
 def _validation_message(error: RequestValidationError, request: Request) -> tuple[str, str | None]:
     first = error.errors()[0]
     loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "query")]
@@ -41,8 +53,8 @@ def _validation_message(error: RequestValidationError, request: Request) -> tupl
         sent = request.headers.get("content-type", "none")
         hint = "" if "json" in sent else f" sent as Content-Type: application/json (this one came as {sent})"
         return f"the request body must be a JSON object{hint}", None
-    param = ".".join(loc) or None
-    return (f"{param}: {first['msg']}" if param else f"request body: {first['msg']}"), param
+    param, message = _field_path(first.get("loc", ())), first["msg"].removeprefix("Value error, ")
+    return (f"{param}: {message}" if param else f"request body: {message}"), param
 
 
 def install(app: FastAPI) -> None:

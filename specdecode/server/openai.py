@@ -6,7 +6,6 @@ choices runs n generations in turn; a stream sends each choice's chunks after th
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 import uuid
@@ -14,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Literal
 
 from ..engine import Generation, GenerationStats, Round, TokenLogprob
+from ..tokenizer import Tokenizer, complete, utf8
 from .service import Job
 
 Kind = Literal["text", "chat"]
@@ -52,22 +52,69 @@ def _header(kind: Kind, chunk: bool) -> dict:
     return {"id": f"{prefix}-{uuid.uuid4().hex[:24]}", "object": obj, "created": int(time.time())}
 
 
-def text_logprobs(scored: list[TokenLogprob], piece: Callable[[int], str], offset: int = 0) -> dict:
-    """Completions' logprobs object of tokens whose text starts at character `offset` (offsets add up the pieces)."""
-    pieces = [piece(s.token) for s in scored]
-    return {"tokens": pieces, "token_logprobs": [s.logprob for s in scored],
-            "top_logprobs": [{piece(t): lp for t, lp in s.top} for s in scored],
-            "text_offset": list(itertools.accumulate((len(p) for p in pieces[:-1]), initial=offset)) if pieces else []}
+def token_text(data: bytes) -> str:
+    """A token's text as OpenAI writes it: its bytes as UTF-8, or, when they are not whole characters (a token that
+    holds part of one), each byte escaped after "bytes:" ("bytes:\\xe6\\x97"), so distinct tokens keep distinct
+    texts."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "bytes:" + "".join(f"\\x{b:02x}" for b in data)
 
 
-def chat_logprobs(scored: list[TokenLogprob], piece: Callable[[int], str]) -> dict:
-    """Chat's logprobs object: {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}."""
+class Offsets:
+    """Where each token's text starts in an answer's text, in characters (a token that begins inside a character:
+    where that character starts), fed the bytes each token adds to the text in order."""
+
+    def __init__(self):
+        self.chars, self.tail = 0, b""  # characters so far; bytes of an unfinished last one
+
+    def take(self, data: bytes) -> int:
+        offset = self.chars
+        data = self.tail + data
+        whole = complete(data)
+        self.chars += len(utf8(data[:whole]))
+        self.tail = data[whole:]
+        return offset
+
+
+def text_logprobs(scored: list[TokenLogprob], tokenizer: Tokenizer, offsets: Offsets,
+                  in_text: Callable[[int], bytes] | None = None) -> dict:
+    """Completions' logprobs object; `top_logprobs` always holds the chosen token (so up to logprobs + 1 entries,
+    as OpenAI documents). in_text: the bytes a token adds to the text (default: its `text_bytes`)."""
+    in_text = in_text or (lambda token: tokenizer.text_bytes([token]))
+    text = lambda token: token_text(tokenizer.token_bytes(token))  # noqa: E731
+
+    def top(s: TokenLogprob) -> dict:
+        alternatives = {text(t): lp for t, lp in s.top}
+        alternatives.setdefault(text(s.token), s.logprob)
+        return alternatives
+
+    return {"tokens": [text(s.token) for s in scored], "token_logprobs": [s.logprob for s in scored],
+            "top_logprobs": [top(s) for s in scored], "text_offset": [offsets.take(in_text(s.token)) for s in scored]}
+
+
+def echo_logprobs(job: Job, offsets: Offsets) -> dict:
+    """The echoed prompt's logprobs: the first token's are null (nothing comes before it), as OpenAI writes them."""
+    tokenizer = job.loaded.target.tokenizer
+    first = job.prompt[0]
+    head = {"tokens": [token_text(tokenizer.token_bytes(first))], "token_logprobs": [None], "top_logprobs": [None],
+            "text_offset": [offsets.take(tokenizer.token_bytes(first))]}
+    rest = text_logprobs(job.prompt_logprobs or [], tokenizer, offsets, tokenizer.token_bytes)
+    return {key: head[key] + rest[key] for key in head}
+
+
+def chat_logprobs(scored: list[TokenLogprob], tokenizer: Tokenizer) -> dict:
+    """Chat's logprobs object: {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}, each
+    token's raw bytes in `bytes` (joined, they are the content); the end-of-turn token, which is no content, left
+    out."""
     def entry(token: int, logprob: float) -> dict:
-        text = piece(token)
-        return {"token": text, "logprob": logprob, "bytes": list(text.encode())}
+        data = tokenizer.token_bytes(token)
+        return {"token": token_text(data), "logprob": logprob, "bytes": list(data)}
 
+    ends = set(tokenizer.stop_token_ids)
     return {"content": [entry(s.token, s.logprob) | {"top_logprobs": [entry(t, lp) for t, lp in s.top]}
-                        for s in scored]}
+                        for s in scored if s.token not in ends]}
 
 
 def _choice(kind: Kind, index: int, text: str | None, logprobs: dict | None, reason: str | None,
@@ -83,15 +130,28 @@ def _choice(kind: Kind, index: int, text: str | None, logprobs: dict | None, rea
 
 def answer(job: Job, kind: Kind) -> dict:
     """The whole answer of a finished job."""
-    piece = job.loaded.target.tokenizer.piece
+    tokenizer = job.loaded.target.tokenizer
     choices = []
     for i, generation in enumerate(job.generations):
         scored = generation.logprobs if generation.top_logprobs is not None else None
-        logprobs = None if scored is None else text_logprobs(scored, piece) if kind == "text" else \
-            chat_logprobs(scored, piece)
-        choices.append(_choice(kind, i, generation.text(), logprobs, finish_reason(generation), chunk=False))
+        text, logprobs = generation.text(), None
+        if kind == "chat":
+            logprobs = None if scored is None else chat_logprobs(scored, tokenizer)
+        else:
+            logprobs = _completion_logprobs(job, scored, Offsets(), echo=True)
+            text = (job.echo or "") + text
+        choices.append(_choice(kind, i, text, logprobs, finish_reason(generation), chunk=False))
     return {**_header(kind, False), "model": job.model, "choices": choices, "usage": usage(job),
             "speculative": speculative(job)}
+
+
+def _completion_logprobs(job: Job, scored: list[TokenLogprob] | None, offsets: Offsets, echo: bool) -> dict | None:
+    """Completions' logprobs of scored tokens, after the echoed prompt's when echo (and the job echoes)."""
+    if scored is None:
+        return None
+    prompt = echo_logprobs(job, offsets) if echo and job.echo is not None else None
+    logprobs = text_logprobs(scored, job.loaded.target.tokenizer, offsets)
+    return logprobs if prompt is None else {key: prompt[key] + logprobs[key] for key in prompt}
 
 
 class TextDeltas:
@@ -115,14 +175,21 @@ async def stream(job: Job, choices: AsyncIterator[tuple[int, Round]], kind: Kind
     `data: [DONE]`. A chunk's text is what the choice's output may show so far (`Generation.text(final=False)`: a
     possible start of a stop string is held back); its logprobs are those of the round's tokens."""
     head = {**_header(kind, True), "model": job.model}
-    piece = job.loaded.target.tokenizer.piece
+    tokenizer = job.loaded.target.tokenizer
     last = len(job.generations) - 1
 
-    def chunk(index: int, text: str | None, scored: list[TokenLogprob] | None = None, reason: str | None = None,
-              offset: int = 0) -> dict:
-        logprobs = None if scored is None else text_logprobs(scored, piece, offset) if kind == "text" else \
-            chat_logprobs(scored, piece)
+    def chunk(index: int, text: str | None, logprobs: dict | None = None, reason: str | None = None) -> dict:
         return {**head, "choices": [_choice(kind, index, text, logprobs, reason, chunk=True)]}
+
+    def begin(index: int) -> list[str]:
+        """A choice's first chunk: the role (chat), or the echoed prompt (completions with echo)."""
+        if kind == "chat":
+            return [sse({**head, "choices": [{"index": index, "delta": {"role": "assistant", "content": ""},
+                                              "logprobs": None, "finish_reason": None}]})]
+        if job.echo is None:
+            return []
+        scored = [] if job.generations[index].top_logprobs is not None else None
+        return [sse(chunk(index, job.echo, _completion_logprobs(job, scored, offsets, echo=True)))]
 
     def finish(index: int, deltas: TextDeltas) -> list[str]:
         generation = job.generations[index]
@@ -133,21 +200,33 @@ async def stream(job: Job, choices: AsyncIterator[tuple[int, Round]], kind: Kind
             end |= {"usage": usage(job), "speculative": speculative(job)}
         return [*events, sse(end)]
 
-    current, deltas, offset = -1, TextDeltas(), 0
+    current, deltas, offsets = -1, TextDeltas(), Offsets()
+
+    def advance(index: int) -> list[str]:
+        """The chunks that end the choices before index and begin those up to it (a choice may have no rounds)."""
+        nonlocal current, deltas, offsets
+        events = []
+        while current < index:
+            if current >= 0:
+                events += finish(current, deltas)
+            current, deltas, offsets = current + 1, TextDeltas(), Offsets()
+            events += begin(current)
+        return events
+
     async for index, rnd in choices:
-        if index != current:
-            for event in finish(current, deltas) if current >= 0 else []:
-                yield event
-            current, deltas, offset = index, TextDeltas(), 0
-            if kind == "chat":
-                yield sse({**head, "choices": [{"index": index, "delta": {"role": "assistant", "content": ""},
-                                                "logprobs": None, "finish_reason": None}]})
+        for event in advance(index):
+            yield event
         generation = job.generations[index]
         text = deltas.next(generation.text(final=False))
         scored = rnd.logprobs if generation.top_logprobs is not None else None
         if text or scored:
-            yield sse(chunk(index, text, scored, offset=offset))
-            offset += sum(len(piece(s.token)) for s in scored or ())
+            logprobs = None if scored is None else chat_logprobs(scored, tokenizer) if kind == "chat" else \
+                _completion_logprobs(job, scored, offsets, echo=False)
+            if text or logprobs != {"content": []}:  # (not a chunk of the end-of-turn token alone)
+                yield sse(chunk(index, text, logprobs))
+    if all(generation.stats.seconds > 0 for generation in job.generations):  # every choice ran (none cut short)
+        for event in advance(last):
+            yield event
     if current >= 0:
         for event in finish(current, deltas):
             yield event

@@ -11,6 +11,7 @@ stops generating and answers with what it has.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -18,17 +19,19 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
+import torch
 
 from ..adaptive import AdaptiveGamma
 from ..analysis import check_gamma
 from ..drafts.base import Draft
-from ..engine import Generation, Round
+from ..engine import Generation, Round, TokenLogprob
 from ..load import Target, default_draft, load_draft, load_target
+from ..models.base import CausalLM
 from ..models.costs import pass_times
-from ..sampling import SamplingConfig
+from ..sampling import GREEDY, SamplingConfig, log_probs
 from ..stops import check_stop
 from .errors import APIError
-from .schemas import MAX_STOP_STRINGS, OpenAIRequest, Sampling
+from .schemas import MAX_STOP_STRINGS, CompletionRequest, OpenAIRequest, Sampling
 
 log = logging.getLogger("specdecode.server")
 
@@ -38,6 +41,7 @@ _DONE = object()
 COST_KS = (1, 2, 4, 8, 16)  # pass sizes whose cost the "choosing gamma" figure measures on the served engine
 MAX_CHARS_PER_TOKEN = 64  # a prompt longer than this many characters per allowed token is refused untokenised
 POLL_SECONDS = 0.005  # how often a queued generation looks for its turn (and every 20th time, for its client)
+SCORE_CHUNK = 128  # prompt tokens per pass when scoring a prompt (echo with logprobs): [128, V] logits at a time
 
 
 @dataclass
@@ -56,6 +60,10 @@ class Job:
     generations: list[Generation]
     prompt_tokens: int
     gamma: int | str  # drafts per round, "auto", or 0 without a draft
+    prompt: list[int] = dataclasses.field(default_factory=list)
+    echo: str | None = None  # the prompt's text, when the answer starts with it
+    # With echo and logprobs: each prompt token's after the first (`Service.score`), else None
+    prompt_logprobs: list[TokenLogprob] | None = None
 
     @property
     def generation(self) -> Generation:
@@ -109,6 +117,10 @@ class Service:
         """The name clients see: the loaded target's, or the configured one until it is loaded."""
         return self._loaded.target.name if self._loaded else self.target_spec
 
+    def names(self) -> set[str]:
+        """The model names requests may use: the served target's, the configured one, and "default"."""
+        return {"default", self.target_spec, self.model_id}
+
     def load(self) -> Loaded:
         """The target and draft, loaded on first call (blocking: call it from a worker thread)."""
         if self._loaded is None:
@@ -130,7 +142,7 @@ class Service:
     async def ready(self, model: str | None = None) -> Loaded:
         """Load (in a worker thread) and check the requested model name: unknown names are a 404."""
         loaded = await anyio.to_thread.run_sync(self.load)
-        if model is not None and model not in {"default", self.target_spec, loaded.target.name}:
+        if model is not None and model not in self.names():
             raise APIError(f"the model {model!r} does not exist: this server serves {loaded.target.name!r} "
                            "(or say 'default')", 404, "model", "model_not_found")
         return loaded
@@ -161,15 +173,25 @@ class Service:
         tokenizer = loaded.target.tokenizer
         ids = tokenizer.encode_chat(messages) if messages is not None else tokenizer.encode(text, chat=False)
         if not ids:
-            raise APIError("the prompt is empty", param="messages" if messages is not None else "prompt")
+            raise APIError("the prompt is empty", param=param)
         if len(ids) > self.max_prompt_tokens:
             raise APIError(f"the prompt has {len(ids)} tokens, more than this server takes ({self.max_prompt_tokens})",
-                           param="prompt", code="context_length_exceeded")
+                           param=param, code="context_length_exceeded")
         window = loaded.target.model.max_length
         if window is not None and len(ids) >= window:
             raise APIError(f"the prompt has {len(ids)} tokens and does not fit the target's context window "
-                           f"({window})", param="prompt", code="context_length_exceeded")
+                           f"({window})", param=param, code="context_length_exceeded")
         return ids
+
+    @staticmethod
+    def check(request: OpenAIRequest) -> None:
+        """Refuse, before any model work, a request that asks for what the server cannot do (naming the field)."""
+        refused = request.unsupported()
+        if refused is not None:
+            raise APIError(refused[1], param=refused[0], code="unsupported_parameter")
+        if isinstance(request, CompletionRequest) and request.max_tokens == 0 and not request.echo:
+            raise APIError("max_tokens: 0 asks for no tokens; it is only for echo: true (to score the prompt)",
+                           param="max_tokens")
 
     def job(self, loaded: Loaded, ids: list[int], request: Sampling) -> Job:
         """Check the request's fields and build its Generations, one per choice, choice i seeded seed + i (nothing
@@ -184,7 +206,10 @@ class Service:
         max_tokens, field = request.new_tokens
         if max_tokens > self.max_tokens:
             raise APIError(f"{field} must be at most {self.max_tokens} on this server, got {max_tokens}", param=field)
-        sampling = SamplingConfig(request.temperature, request.top_k, request.top_p)
+        try:
+            sampling = SamplingConfig(request.temperature, request.top_k, request.top_p)
+        except ValueError as error:  # (top_k and top_p are checked by the schema)
+            raise APIError(str(error), param="temperature") from None
         gamma = request.gamma or self.gamma
         # The shared controller times the passes; a seeded request gets its own timing-free one (see Generation).
         shared = gamma == "auto" and self.controller is not None and request.seed is None
@@ -193,7 +218,8 @@ class Service:
         generations = [Generation(loaded.target.model, loaded.draft, ids, max_tokens, schedule, sampling,
                                   None if request.seed is None else request.seed + i, tokenizer.stop_token_ids, stop,
                                   tokenizer, request.top_logprobs_wanted) for i in range(choices)]
-        return Job(loaded, generations, len(ids), gamma if loaded.draft is not None else 0)
+        echo = request.prompt if isinstance(request, CompletionRequest) and request.echo else None
+        return Job(loaded, generations, len(ids), gamma if loaded.draft is not None else 0, list(ids), echo)
 
     async def verify_costs(self) -> dict:
         """The served target's measured pass costs, T(k) for k = 1, 2, 4, 8, 16 (measured once, between
@@ -214,6 +240,36 @@ class Service:
 
     # --- running -------------------------------------------------------------------------------------------------
 
+    async def _turn(self, deadline: float | None, is_disconnected: Callable[[], Awaitable[bool]] | None) -> bool:
+        """Take the generation lock once it is free (True); False, without it, if the client left meanwhile; a 503
+        past the deadline."""
+        polls = 0
+        while not self._generation_lock.acquire(blocking=False):
+            if deadline is not None and time.monotonic() > deadline:
+                raise APIError(f"the server is busy: the request waited its turn past the time limit "
+                               f"({self.request_timeout:g} s)", 503, code="server_busy")
+            polls += 1
+            if is_disconnected is not None and polls % 20 == 0 and await is_disconnected():
+                log.info("client went away while waiting its turn: nothing run")
+                return False
+            await anyio.sleep(POLL_SECONDS)
+        return True
+
+    async def score(self, job: Job, is_disconnected: Callable[[], Awaitable[bool]] | None = None,
+                    deadline: float | None = None) -> None:
+        """With echo and logprobs: the prompt's logprobs from a plain scoring pass of the target (its unadjusted
+        list, as `sampling.log_probs` reports greedy tokens), in `job.prompt_logprobs`. Runs between generations."""
+        top = job.generation.top_logprobs
+        if job.echo is None or top is None:
+            return
+        if not await self._turn(deadline, is_disconnected):
+            return
+        try:
+            model = job.loaded.target.model
+            job.prompt_logprobs = await anyio.to_thread.run_sync(lambda: _score_prompt(model, job.prompt, top))
+        finally:
+            self._generation_lock.release()
+
     def admit(self) -> Ticket:
         """A place for one more generating request, or a 503 when max_queue are already running or waiting."""
         if self.admitted >= self.max_queue:
@@ -231,16 +287,8 @@ class Service:
         costs nothing (not even the prefill). Past the deadline (time.monotonic seconds) a waiting generation raises
         a 503 and a running one stops after its round. Use it with `contextlib.aclosing`.
         """
-        polls = 0
-        while not self._generation_lock.acquire(blocking=False):
-            if deadline is not None and time.monotonic() > deadline:
-                raise APIError(f"the server is busy: the request waited its turn past the time limit "
-                               f"({self.request_timeout:g} s)", 503, code="server_busy")
-            polls += 1
-            if is_disconnected is not None and polls % 20 == 0 and await is_disconnected():
-                log.info("client went away while waiting its turn: nothing run")
-                return
-            await anyio.sleep(POLL_SECONDS)
+        if not await self._turn(deadline, is_disconnected):
+            return
         try:
             if is_disconnected is not None and await is_disconnected():
                 log.info("client went away while waiting its turn: nothing run")
@@ -278,3 +326,20 @@ class Service:
                     yield i, rnd
             if is_disconnected is not None and await is_disconnected():
                 return
+
+
+def _score_prompt(model: CausalLM, prompt: list[int], top: int) -> list[TokenLogprob]:
+    """Each prompt token's logprob after the first (and the `top` most likely tokens there) from the target's
+    passes over the prompt, SCORE_CHUNK tokens at a time."""
+    scored = []
+    model.rollback(0)
+    for start in range(0, len(prompt) - 1, SCORE_CHUNK):
+        fed = prompt[start: min(start + SCORE_CHUNK, len(prompt) - 1)]
+        rows = log_probs(model.extend(torch.tensor(fed, dtype=torch.int64)), GREEDY)  # [k, V]: row i predicts i + 1
+        nexts = prompt[start + 1: start + 1 + len(fed)]
+        chosen = rows.gather(1, torch.tensor(nexts, dtype=torch.int64)[:, None])[:, 0].tolist()  # [k]
+        values, tokens = torch.topk(rows, top, dim=-1)  # [k, top] each
+        scored += [TokenLogprob(t, lp, [(int(a), float(v)) for a, v in zip(ts, vs, strict=True)])
+                   for t, lp, ts, vs in zip(nexts, chosen, tokens.tolist(), values.tolist(), strict=True)]
+    model.rollback(0)
+    return scored
