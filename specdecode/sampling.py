@@ -19,6 +19,10 @@ import torch
 MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-30, 1e2
 
 
+class TemperatureTooSmall(ValueError):
+    """Logits divided by the temperature overflow: no distribution to sample from at that temperature."""
+
+
 def check_logits(logits: torch.Tensor) -> None:
     """Logits may be -inf (a token ruled out), never NaN or +inf, and not -inf for every token of a row: those make
     every probability NaN, and a draw from NaNs would silently return the last token id. (One reduction: a row's
@@ -107,8 +111,8 @@ def adjust(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:
         return torch.nn.functional.one_hot(logits.argmax(dim=-1), logits.shape[-1]).to(dtype)
     logits = logits / config.temperature
     if not bool(torch.isfinite(logits.amax(dim=-1)).all()):
-        raise ValueError(f"temperature {config.temperature:g} is too small for these logits: divided by it, they "
-                         "overflow")
+        raise TemperatureTooSmall(f"temperature {config.temperature:g} is too small for these logits: divided by "
+                                  "it, they overflow")
     if config.top_k is not None and config.top_k < logits.shape[-1]:
         kth = torch.topk(logits, config.top_k, dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, -math.inf)

@@ -203,6 +203,22 @@ def test_the_time_limit_refuses_a_long_wait_and_cuts_a_long_generation():
         assert 0 < answer["usage"]["completion_tokens"] < 300
 
 
+def test_a_temperature_is_refused_only_where_the_logits_divided_by_it_overflow():
+    with make_client() as client:
+        model = client.app.state.service.load().target.model
+        body = {"prompt": "the", "max_tokens": 5, "temperature": 1e-29}
+        assert client.post("/v1/completions", json=body).status_code == 200
+        extend = model.extend
+        model.extend = lambda tokens, keep=None: extend(tokens, keep) * 1e30  # / 1e-29: past float32
+        try:
+            refused = error(client.post("/v1/completions", json=body), 400)
+            with client.stream("POST", "/v1/completions", json={**body, "stream": True}) as response:
+                event = json.loads(next(line for line in response.iter_lines() if line.startswith("data: "))[6:])
+        finally:
+            del model.extend
+        assert refused["param"] == event["error"]["param"] == "temperature" and "overflow" in refused["message"]
+
+
 def test_a_stream_that_waits_past_the_time_limit_says_server_busy_as_the_unstreamed_503_does():
     with make_client(request_timeout=0.3) as client:
         service = client.app.state.service

@@ -28,7 +28,7 @@ from ..engine import Generation, Round, TokenLogprob
 from ..load import Target, default_draft, load_draft, load_target
 from ..models.base import CausalLM
 from ..models.costs import pass_times
-from ..sampling import GREEDY, SamplingConfig, log_probs
+from ..sampling import GREEDY, SamplingConfig, TemperatureTooSmall, log_probs
 from ..stops import check_stop
 from .errors import APIError
 from .schemas import MAX_STOP_STRINGS, CompletionRequest, OpenAIRequest, Sampling
@@ -296,7 +296,10 @@ class Service:
             steps = iter(generation)
             try:
                 while True:
-                    rnd = await anyio.to_thread.run_sync(next, steps, _DONE)
+                    try:
+                        rnd = await anyio.to_thread.run_sync(next, steps, _DONE)
+                    except TemperatureTooSmall as error:
+                        raise APIError(str(error), param="temperature") from None
                     if rnd is _DONE:
                         return
                     yield rnd
