@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,7 +47,7 @@ from .tokenizer import TextTokenizer, Tokenizer, check_compatible
 from .toy import ToyTokenizer, bigram_pair
 
 ENGINES = ("auto", "native", "transformers", "llama.cpp")
-DTYPES = ("auto", "bfloat16", "float32", "int8", "int4")
+DTYPES = ("auto", "bfloat16", "float32", "int8", "int4", "int4-dot8")
 DRAFT_NAMES = ("eagle[:DIR]", "trained", "prompt-lookup", "bigram[:FILE]", "unigram[:FILE]", "lookup+DRAFT", "none",
                "toy", "qwen2.5-coder-0.5b", "a model directory")
 DATA = Path(__file__).parent / "data"
@@ -236,11 +237,23 @@ def _gguf_tokenizer(path: Path, saved: Path | None = None) -> TextTokenizer:
 
 
 def gguf_format(dtype: str) -> str:
-    """The native weight format for a GGUF file: int4 for auto (Q4_K blocks map onto it as they are; its kernel
-    verifies up to 4 tokens for about 1.5 passes: docs/real-pair.md), else the format the dtype names."""
+    """The native weight format for a GGUF file: for auto, int4-dot8 where its kernel runs (AVX2 or better, and a
+    compiler to build it once: Q4_K and Q6_K blocks as they are, each weight read once however many tokens a pass
+    verifies), else int4 (torch's kernel); otherwise the format the dtype names (docs/real-pair.md)."""
+    from .models.dot8 import KernelUnavailable, kernel_isa, load_kernel
+
     dtype = _resolved(dtype, "SPECDECODE_DTYPE")
     _check_choice(dtype, DTYPES, "dtype")
-    return "int4" if dtype == "auto" else format_for(dtype, capability())
+    if dtype != "auto":
+        return format_for(dtype, capability())
+    if kernel_isa(capability()) is None:
+        return "int4"
+    try:
+        load_kernel()
+    except KernelUnavailable as error:
+        print(f"warning: {error}; using torch's int4 kernel", file=sys.stderr)
+        return "int4"
+    return "int4-dot8"
 
 
 def load_gguf_native(path: Path, dtype: str, name: str, for_draft: bool = False) -> NativeLlama:
@@ -251,7 +264,7 @@ def load_gguf_native(path: Path, dtype: str, name: str, for_draft: bool = False)
     from .models.gguf_weights import read_gguf
 
     fmt = gguf_format(dtype)
-    parts = read_gguf(path, fmt, progress=f"loading {name} ({fmt})", finer_as_int8=not for_draft)
+    parts = read_gguf(path, fmt, progress=f"loading {name} ({fmt})", keep_finer=not for_draft)
     return NativeLlama.from_parts(weight_format=fmt, name=name, max_length=MAX_GGUF_CONTEXT,
                                   batch_invariant=not for_draft, **parts)
 

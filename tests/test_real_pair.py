@@ -38,26 +38,52 @@ def _effective_weight(linear, k: int) -> torch.Tensor:
     return linear(torch.eye(k, dtype=torch.bfloat16)).float().T
 
 
-def test_q4_k_codes_scales_and_zeros_decode_to_the_reference(draft_file):
-    name = _first(draft_file, "Q4_K")
-    codes, scale, zero = draft_file.q4_k(name)
+@pytest.mark.parametrize(("qtype", "largest", "group"), [("Q4_K", 15, 32), ("Q6_K", 63, 16)])
+def test_k_quant_codes_scales_and_offsets_decode_to_the_reference(draft_file, qtype, largest, group):
+    name = _first(draft_file, qtype)
+    codes, scale, offset = draft_file.q4_k(name) if qtype == "Q4_K" else draft_file.q6_k(name)
     reference = draft_file.dense(name)  # the gguf package's own dequantisation
-    mine = (codes.float() - 8) * scale.repeat_interleave(GROUP, 1) + zero.repeat_interleave(GROUP, 1)
-    assert codes.max() <= 15 and codes.shape == reference.shape
+    mine = codes.float() * scale.repeat_interleave(group, 1) + offset.repeat_interleave(group, 1)
+    assert codes.max() <= largest and codes.shape == reference.shape
     torch.testing.assert_close(mine, reference, rtol=0, atol=1e-6 * reference.abs().max().item())
 
 
-@pytest.mark.parametrize("finer_as_int8", [True, False], ids=["finer-as-int8", "all-int4"])
+@pytest.mark.parametrize("keep_finer", [True, False], ids=["finer-kept", "all-4-bit"])
 @pytest.mark.parametrize("qtype", ["Q4_K", "Q6_K", "Q5_0", "Q8_0"])
-def test_int4_weights_reproduce_the_decoded_ones_to_the_stated_rounding(draft_file, qtype, finer_as_int8):
+def test_int4_dot8_weights_reproduce_the_decoded_ones_to_the_stated_rounding(draft_file, qtype, keep_finer):
+    """Q4_K and Q6_K are carried over as they are: only their scales and offsets are rounded to float16 (2^-11
+    relative). Other types (and Q6_K when finer types are not kept) are rounded to 64 levels per 16 weights, or 16
+    per 32 when not kept finer: half a step more."""
+    name = _first(draft_file, qtype)
+    weights = GGUFWeights(draft_file.reader.data.filename, keep_finer)
+    reference = weights.dense(name).double()  # [N, K]
+    linear = weights.linear([name], "int4-dot8")
+    (part,) = linear.parts
+    got = part.dense()
+    as_is = qtype == "Q4_K" or (qtype == "Q6_K" and keep_finer)
+    assert part.bits == (4 if qtype == "Q4_K" or not keep_finer else 6)
+    group, levels = (32, 15) if part.bits == 4 else (16, 63)
+    groups = reference.view(reference.shape[0], -1, group)
+    step = ((groups.amax(-1) - groups.amin(-1)) / levels).repeat_interleave(group, 1)
+    magnitude = groups.abs().amax(-1).repeat_interleave(group, 1) + levels * step
+    rounding = 2**-11 * 2 * magnitude  # float16 scale and offset
+    requantised = 0 if as_is else 0.5 * step
+    assert ((got - reference).abs() <= rounding + requantised + 1e-7).all()
+    if not as_is:
+        assert ((got - reference).abs() > rounding + 1e-7).any()  # requantised: the bound's second term is needed
+
+
+@pytest.mark.parametrize("keep_finer", [True, False], ids=["finer-as-int8", "all-int4"])
+@pytest.mark.parametrize("qtype", ["Q4_K", "Q6_K", "Q5_0", "Q8_0"])
+def test_int4_weights_reproduce_the_decoded_ones_to_the_stated_rounding(draft_file, qtype, keep_finer):
     """Q4_K is carried over as it is: only its scale and zero are rounded to bf16 (relative 2^-8 each), and the
     product's output to bf16. Finer types go to int8 (half a step of 255 per row more) or, asked to, to int4 (half a
     step of 16 levels per group of 32 more)."""
     name = _first(draft_file, qtype)
-    weights = GGUFWeights(draft_file.reader.data.filename, finer_as_int8)
+    weights = GGUFWeights(draft_file.reader.data.filename, keep_finer)
     reference = weights.dense(name)  # [N, K]
     linear = weights.linear([name], "int4")
-    assert linear.format == ("int8" if finer_as_int8 and qtype != "Q4_K" else "int4")
+    assert linear.format == ("int8" if keep_finer and qtype != "Q4_K" else "int4")
     got = _effective_weight(linear, reference.shape[1])
     groups = reference.view(reference.shape[0], -1, GROUP)
     if qtype == "Q4_K":

@@ -10,10 +10,11 @@ import torch
 from rich.table import Table
 
 from ..cpu import VARIABLE, capability
-from ..load import load_target, target_engine
+from ..load import gguf_format, load_target, target_engine
 from ..models import llama_cpp
 from ..models.costs import pass_times
 from ..models.default import DEFAULT_TARGET
+from ..models.dot8 import kernel_isa
 from ..models.download import is_named
 from ..models.linear import best_format
 from .console import make_console
@@ -40,7 +41,10 @@ def run(args: argparse.Namespace) -> int:
            else "no native bf16 matmuls: int8 weights with bf16 activations, the fastest batch-invariant format "
            "measured on AVX2")
     if is_named(args.target):  # a GGUF file read into the native engine (load.gguf_format)
-        fmt, why = "int4", "a GGUF file: its Q4_K blocks as int4 as they are, finer types as int8 (docs/real-pair.md)"
+        fmt = gguf_format("auto")
+        why = (f"a GGUF file: its Q4_K and Q6_K blocks as they are, against int8 activations, in our kernel's "
+               f"{kernel_isa(cpu)} path (docs/real-pair.md)" if fmt == "int4-dot8" else
+               "a GGUF file, no int4-dot8 kernel here: its Q4_K blocks as int4 as they are, finer types as int8")
     report = {"cpu": cpu.cpu, "flags": list(cpu.flags), "torch_kernels": cpu.isa, "native_bf16": cpu.bf16_matmul,
               "forced": cpu.forced, "threads": torch.get_num_threads(), "torch": torch.__version__,
               "engine": target_engine(args.target), "native_format": fmt, "native_format_why": why,

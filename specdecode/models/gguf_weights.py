@@ -2,9 +2,12 @@
 
     Q4_K  (256 weights: 8 sub-blocks of 32, each w = d sc q - dmin m, q in 0..15)
           -> int4 as it is: code = q, scale = d sc, zero = 8 d sc - dmin m (only scale and zero are rounded, to bf16)
-    other types (Q6_K, Q5_0, Q8_0, Q4_1, F16, ...)
-          -> the `gguf` package's reference dequantisation, then the format's own rounding (`linear.Linear`); in
-             the int4 format they go to int8 (per-row scales) unless fused with Q4_K matrices or asked otherwise:
+    Q6_K  (256 weights: 16 sub-blocks of 16, each w = d sc (q - 32), q in 0..63)
+          -> int4-dot8's 6-bit groups as they are: code = q, scale = d sc, offset = -32 d sc
+    other types (Q5_0, Q8_0, Q4_1, F16, ...; Q6_K outside int4-dot8)
+          -> the `gguf` package's reference dequantisation, then the format's own rounding (`linear.Linear`).
+             Finer types than Q4_K are kept finer unless asked otherwise (a draft's cheaper choice): int4 holds them
+             as int8 (per-row scales) unless fused with Q4_K matrices, int4-dot8 in 6 bits per 16 weights;
              requantised to 16 levels they moved the 1.5B's top-1 agreement with llama.cpp from ~99% to 91%
 
 Names follow llama.cpp's (`blk.N.attn_q.weight`, ...). llama.cpp's converter permutes the rows of a Llama model's q and
@@ -14,6 +17,7 @@ k projections for its interleaved rotary embedding; they are permuted back here 
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -23,6 +27,7 @@ from gguf import GGMLQuantizationType, GGUFReader, dequantize
 from gguf.quants import Q4_K
 from tqdm import tqdm
 
+from . import dot8
 from .linear import GROUP, Linear, activation_dtype
 from .llama import LlamaLayer, LlamaShape, UnsupportedModel
 
@@ -30,15 +35,16 @@ __all__ = ["GGUFWeights", "read_gguf"]
 
 ARCHITECTURES = ("qwen2", "llama")
 Q4_K_BYTES = 144  # one block: 256 weights
+Q6_K_BYTES = 210  # one block: ql [128], qh [64], scales [16] (int8), d (float16)
 
 
 class GGUFWeights:
     """The tensors of one GGUF file, by llama.cpp's names, turned into `Linear`s and dense tensors on request."""
 
-    def __init__(self, path: str | Path, finer_as_int8: bool = True):
-        """finer_as_int8: in the int4 format, hold matrices of finer types than Q4_K as int8 (the more accurate
-        choice: a target's) rather than int4 (the cheaper one: a draft's)."""
-        self.finer_as_int8 = finer_as_int8
+    def __init__(self, path: str | Path, keep_finer: bool = True):
+        """keep_finer: hold matrices of finer types than Q4_K finer than 4 bits (the more accurate choice: a
+        target's) rather than in 4 bits (the cheaper one: a draft's)."""
+        self.keep_finer = keep_finer
         try:
             self.reader = GGUFReader(str(path))
         except (OSError, ValueError) as error:
@@ -73,7 +79,8 @@ class GGUFWeights:
         return torch.from_numpy(np.array(values, dtype=np.float32)).to(dtype)  # a writable copy
 
     def q4_k(self, name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """A Q4_K matrix as int4 codes [N, K] (uint8), scale and zero [N, K / 32] (float32)."""
+        """A Q4_K matrix as codes [N, K] (uint8, 0..15), scale and offset [N, K / 32] (float32):
+        w = code scale + offset."""
         t = self.tensors[name]
         n, k = int(t.shape[1]), int(t.shape[0])
         blocks = np.array(t.data).reshape(-1, Q4_K_BYTES)  # [N K / 256, 144], a writable copy
@@ -84,23 +91,55 @@ class GGUFWeights:
         codes = (qs & 0x0F).reshape(n, k)  # sub-block 2j: the low nibbles of bytes 32j..; 2j + 1: the high ones
         scale = (d * sc).reshape(n, k // GROUP)
         minimum = (dmin * m).reshape(n, k // GROUP)
-        return torch.from_numpy(codes), torch.from_numpy(scale), torch.from_numpy(8 * scale - minimum)
+        return torch.from_numpy(codes), torch.from_numpy(scale), torch.from_numpy(-minimum)
 
-    def linear(self, names: list[str], fmt: str, bias: bool = False, permute: list[int | None] | None = None
-               ) -> Linear:
+    def q6_k(self, name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A Q6_K matrix as codes [N, K] (uint8, 0..63), scale and offset [N, K / 16] (float32):
+        w = code scale + offset. The codes come from the reference dequantisation divided by each sub-block's
+        scale, which recovers them exactly (|q - 32| <= 32)."""
+        t = self.tensors[name]
+        n, k = int(t.shape[1]), int(t.shape[0])
+        blocks = np.array(t.data).reshape(-1, Q6_K_BYTES)
+        d = blocks[:, 208:210].view(np.float16).astype(np.float32)  # [B, 1]
+        scale = (d * blocks[:, 192:208].view(np.int8).astype(np.float32)).reshape(n, k // 16)
+        dense = self.dense(name).view(n, k // 16, 16)
+        step = torch.from_numpy(scale)
+        codes = torch.where(step[..., None] != 0, torch.round(dense / step[..., None]), 0) + 32
+        return codes.clamp(0, 63).to(torch.uint8).view(n, k), step, -32 * step
+
+    def codes(self, name: str, heads: int | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+        """One matrix for int4-dot8: (codes [N, K], scale, offset [N, K / group], bits), Q4_K and Q6_K as they are,
+        other types rounded to 6 bits (4 without keep_finer); rows un-permuted for `heads` heads."""
+        kind = self.tensors[name].tensor_type
+        if kind == GGMLQuantizationType.Q4_K:
+            parts, bits = self.q4_k(name), 4
+        elif kind == GGMLQuantizationType.Q6_K and self.keep_finer:
+            parts, bits = self.q6_k(name), 6
+        else:
+            bits = 6 if self.keep_finer else 4
+            parts = dot8.quantize(self.dense(name), bits)
+        return (*(_unpermute(x, heads) for x in parts), bits)
+
+    def linear(self, names: list[str], fmt: str, bias: bool = False, permute: list[int | None] | None = None,
+               precise_inputs: bool = False) -> Linear:
         """The matrices `names` stacked along N (fused projections) as one Linear in fmt; Q4_K goes to int4 as it
-        is. permute[i]: undo llama.cpp's q/k row permutation for that many heads."""
+        is. permute[i]: undo llama.cpp's q/k row permutation for that many heads. precise_inputs: see Linear."""
         permute = permute or [None] * len(names)
         biases = torch.cat([self.dense(n.replace(".weight", ".bias")) for n in names]) if bias else None
+        if fmt == "int4-dot8":  # neighbours with the same bits stacked into one part
+            parts = [self.codes(n, h) for n, h in zip(names, permute, strict=True)]
+            runs = [list(run) for _, run in itertools.groupby(parts, key=lambda part: part[3])]
+            return Linear.from_codes([(*(torch.cat([part[i] for part in run]) for i in range(3)), run[0][3])
+                                      for run in runs], bias=biases, precise_inputs=precise_inputs)
         q4_k = [self.tensors[n].tensor_type == GGMLQuantizationType.Q4_K for n in names]
         if fmt == "int4" and all(q4_k):
-            parts = [self.q4_k(n) for n in names]
-            parts = [[_unpermute(x, h) for x in part] for part, h in zip(parts, permute, strict=True)]
-            return Linear.from_int4(*(torch.cat(xs) for xs in zip(*parts, strict=True)), bias=biases)
+            parts = [[_unpermute(x, h) for x in self.q4_k(n)] for n, h in zip(names, permute, strict=True)]
+            codes, scale, offset = (torch.cat(xs) for xs in zip(*parts, strict=True))
+            return Linear.from_int4(codes, scale, offset + 8 * scale, bias=biases)
         weight = torch.cat([_unpermute(self.dense(n), h) for n, h in zip(names, permute, strict=True)])
-        if fmt == "int4" and not any(q4_k) and self.finer_as_int8:
+        if fmt == "int4" and not any(q4_k) and self.keep_finer:
             fmt = "int8"  # 16 levels per 32 weights lose too much of Q6_K / Q5_0 / Q8_0 (docs/real-pair.md)
-        return Linear(weight, biases, fmt)
+        return Linear(weight, biases, fmt, precise_inputs)
 
     def layer(self, i: int, shape: LlamaShape, fmt: str) -> LlamaLayer:
         b, dtype = f"blk.{i}.", activation_dtype(fmt)
@@ -112,7 +151,7 @@ class GGUFWeights:
             o=self.linear([b + "attn_output.weight"], fmt),
             mlp_norm=self.dense(b + "ffn_norm.weight", dtype),
             gate_up=self.linear([b + "ffn_gate.weight", b + "ffn_up.weight"], fmt),
-            down=self.linear([b + "ffn_down.weight"], fmt),
+            down=self.linear([b + "ffn_down.weight"], fmt, precise_inputs=True),
         )
 
 
@@ -124,11 +163,11 @@ def _unpermute(x: torch.Tensor, heads: int | None) -> torch.Tensor:
     return x.reshape(heads, -1, 2, *rest).transpose(1, 2).reshape(x.shape)
 
 
-def read_gguf(path: str | Path, fmt: str, progress: str | None = None, finer_as_int8: bool = True) -> dict:
+def read_gguf(path: str | Path, fmt: str, progress: str | None = None, keep_finer: bool = True) -> dict:
     """NativeLlama's parts (shape, embed [V, D], norm [D], layers, head) from a GGUF file, the matrices in weight
     format fmt; head_weight() gives the head as a dense [V, D] matrix on demand (`NativeLlama.restrict_output`).
     progress: a progress bar's label (None: no bar)."""
-    weights = GGUFWeights(path, finer_as_int8)
+    weights = GGUFWeights(path, keep_finer)
     shape, dtype = weights.shape(), activation_dtype(fmt)
     layers = [weights.layer(i, shape, fmt) for i in tqdm(range(shape.layers), desc=progress, unit="layer",
                                                          file=sys.stderr, leave=False, disable=progress is None)]

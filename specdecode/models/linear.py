@@ -7,13 +7,17 @@
     int8          int8 per output row + scale bf16          `aten._weight_int8pack_mm`              -
     int4          4-bit codes, scale + zero      bf16          `aten._weight_int4pack_mm_for_cpu`      -
                   per group of 32 inputs (bf16)
+    int4-dot8     4-bit codes per 32 inputs or   int8 per 32   our C++ kernel (dot8.py, dot8.cpp):     AVX2
+                  6-bit per 16, scale + offset   inputs        integer dot products, AVX-512 VNNI / AVX2
+                  (float16)
 
 Numerics: bf16 and fp32 hold the checkpoint's weights rounded to that dtype; int8 rounds each weight row to 255
 levels of its largest magnitude (a slightly different model: its logits differ from the fp32 ones by about 1e-1,
 so its greedy text may differ from the other formats'; it is exact with respect to itself like any target).
 int4 holds w = (code - 8) scale + zero per group of GROUP inputs: a GGUF file's Q4_K sub-blocks map onto it as they
 are (`Linear.from_int4`, models/gguf_weights.py), other weights are rounded to 16 levels between each group's
-minimum and maximum.
+minimum and maximum. int4-dot8 holds the same 4-bit groups, or a GGUF file's 6-bit ones (Q6_K) as they are
+(`Linear.from_codes`), and rounds each pass's inputs to int8 per 32, as llama.cpp does for its own products.
 Batch invariance (row i of a k-row pass bitwise equal to the same row computed alone): the linears of bf16-onednn
 and int8 are invariant at any row count on the CPUs measured, but torch's CPU flash attention switches kernels at 4
 query rows on an AVX-512 BF16 EPYC (a 2-row pass sufficed on a Xeon), so the engine runs every pass of these
@@ -26,11 +30,13 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..cpu import Capability
+from ..cpu import Capability, capability
+from .dot8 import KernelUnavailable, Packed, kernel_isa, load_kernel, quantize
 
-FORMATS = ("bf16-onednn", "bf16", "fp32", "int8", "int4")
-BATCH_INVARIANT_ROWS = {"bf16-onednn": 4, "int8": 4, "int4": 4}  # fewest rows from which a pass is bitwise stable
-INVARIANT_PRODUCTS = ("int4",)  # formats whose products are bitwise row-stable at any row count (1..8 measured)
+FORMATS = ("bf16-onednn", "bf16", "fp32", "int8", "int4", "int4-dot8")
+# Fewest rows from which a pass is bitwise stable (attention's, for the formats in INVARIANT_PRODUCTS).
+BATCH_INVARIANT_ROWS = {"bf16-onednn": 4, "int8": 4, "int4": 4, "int4-dot8": 4}
+INVARIANT_PRODUCTS = ("int4", "int4-dot8")  # formats whose products are bitwise row-stable at any row count
 GROUP = 32  # int4: inputs sharing one scale and zero (Q4_K's sub-block)
 
 
@@ -39,12 +45,13 @@ class UnavailableFormat(ValueError):
 
 
 def activation_dtype(fmt: str) -> torch.dtype:
-    return torch.float32 if fmt == "fp32" else torch.bfloat16  # int8's kernel is vectorised for bf16 inputs only
+    # int8's kernel is vectorised for bf16 inputs only; int4-dot8's rounds float32 inputs to int8 itself.
+    return torch.float32 if fmt in ("fp32", "int4-dot8") else torch.bfloat16
 
 
 def _bias_dtype(fmt: str) -> torch.dtype:
     """int4 adds its bias in float32 (the product comes out in bf16): Qwen2's large key biases keep their bits."""
-    return torch.float32 if fmt == "int4" else activation_dtype(fmt)
+    return torch.float32 if fmt in ("int4", "int4-dot8") else activation_dtype(fmt)
 
 
 def check_format(fmt: str, cpu: Capability) -> None:
@@ -53,6 +60,13 @@ def check_format(fmt: str, cpu: Capability) -> None:
     if fmt == "bf16-onednn" and not cpu.bf16_matmul:
         raise UnavailableFormat(f"the bf16-onednn weight format needs native bf16 matmuls, which this CPU lacks "
                                 f"({cpu.isa} kernels)")
+    if fmt == "int4-dot8":
+        if kernel_isa(cpu) is None:
+            raise UnavailableFormat("the int4-dot8 weight format needs AVX2 (with FMA and F16C), which this CPU lacks")
+        try:
+            load_kernel()
+        except KernelUnavailable as error:
+            raise UnavailableFormat(str(error)) from None
 
 
 def best_format(cpu: Capability) -> str:
@@ -67,7 +81,7 @@ def format_for(dtype: str, cpu: Capability) -> str:
     """The weight format a user's dtype asks for: auto -> `best_format`; bfloat16 -> bf16-onednn where the CPU has
     native bf16 matmuls, else bf16; float32 -> fp32; int8 -> int8."""
     formats = {"auto": best_format(cpu), "bfloat16": "bf16-onednn" if cpu.bf16_matmul else "bf16",
-               "float32": "fp32", "int8": "int8", "int4": "int4"}
+               "float32": "fp32", "int8": "int8", "int4": "int4", "int4-dot8": "int4-dot8"}
     if dtype not in formats:
         raise ValueError(f"unknown dtype {dtype!r}: choose one of {', '.join(formats)}")
     return formats[dtype]
@@ -76,7 +90,9 @@ def format_for(dtype: str, cpu: Capability) -> str:
 class Linear:
     """One weight matrix [N, K] (and bias [N]) held in a format; call it on x [rows, K] -> [rows, N]."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, fmt: str):
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, fmt: str, precise_inputs: bool = False):
+        """precise_inputs: this matrix's inputs range widely (the MLP's down projection); a format that rounds its
+        inputs (int4-dot8) reads them in 16 bits rather than 8."""
         self.format, self.out_features = fmt, weight.shape[0]
         dtype = self.weight_dtype = activation_dtype(fmt)
         self.bias = bias.to(_bias_dtype(fmt)).contiguous() if bias is not None else None
@@ -87,6 +103,8 @@ class Linear:
             self.scale = scale
         elif fmt == "int4":
             self._pack_int4(*quantize_int4(weight))
+        elif fmt == "int4-dot8":
+            self._pack_dot8([Packed(*quantize(weight, 4), bits=4, halves=2 if precise_inputs else 1)])
         elif fmt == "bf16-onednn":
             self.weight = torch.ops.mkldnn._reorder_linear_weight(weight.to(dtype).contiguous())
         else:
@@ -102,6 +120,22 @@ class Linear:
         linear._pack_int4(codes, scale, zero)
         return linear
 
+    @classmethod
+    def from_codes(cls, parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]],
+                   bias: torch.Tensor | None = None, precise_inputs: bool = False) -> Linear:
+        """An int4-dot8 Linear from parts stacked along N, each (codes [n, K], scale, offset [n, K / group], bits):
+        w = code scale + offset (dot8.Packed); fused projections whose matrices differ in bits keep one part each.
+        precise_inputs: as for the constructor."""
+        linear = cls.__new__(cls)
+        linear.format, linear.weight_dtype = "int4-dot8", torch.float32
+        linear.out_features = sum(part[0].shape[0] for part in parts)
+        linear.bias = bias.to(_bias_dtype("int4-dot8")).contiguous() if bias is not None else None
+        linear._pack_dot8([Packed(*part, halves=2 if precise_inputs else 1) for part in parts])
+        return linear
+
+    def _pack_dot8(self, parts: list[Packed]) -> None:
+        self.parts, self.isa = parts, kernel_isa(capability())
+
     def _pack_int4(self, codes: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor) -> None:
         if codes.shape[1] % GROUP:
             raise ValueError(f"int4 needs inputs in groups of {GROUP}, not {codes.shape[1]}")
@@ -111,8 +145,10 @@ class Linear:
     @property
     def nbytes(self) -> int:
         """Bytes one product reads."""
-        extra = self.scale.numel() * self.scale.element_size() if self.format in ("int8", "int4") else 0
         bias = self.bias.numel() * self.bias.element_size() if self.bias is not None else 0
+        if self.format == "int4-dot8":
+            return sum(part.nbytes for part in self.parts) + bias
+        extra = self.scale.numel() * self.scale.element_size() if self.format in ("int8", "int4") else 0
         return self.weight.numel() * self.weight.element_size() + extra + bias
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
@@ -122,6 +158,10 @@ class Linear:
             return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
         if self.format == "int8":
             y = torch.ops.aten._weight_int8pack_mm(x, self.weight, self.scale)
+            return y + self.bias if self.bias is not None else y
+        if self.format == "int4-dot8":
+            parts = [part(x, self.isa) for part in self.parts]
+            y = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
             return y + self.bias if self.bias is not None else y
         if self.format == "int4":
             y = torch._weight_int4pack_mm_for_cpu(x, self.weight, GROUP, self.scale)

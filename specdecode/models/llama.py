@@ -126,7 +126,7 @@ class LlamaLayer:
             o=Linear(w("self_attn.o_proj.weight"), None, fmt),
             mlp_norm=w("post_attention_layernorm.weight").to(dtype).contiguous(),
             gate_up=Linear(torch.cat([w("mlp.gate_proj.weight"), w("mlp.up_proj.weight")]), None, fmt),
-            down=Linear(w("mlp.down_proj.weight"), None, fmt),
+            down=Linear(w("mlp.down_proj.weight"), None, fmt, precise_inputs=True),
         )
 
     @property

@@ -81,7 +81,7 @@ class NativeLlama:
         # The residual stream, keys, values and attention: float32 for int4 models (GGUF files), as in llama.cpp:
         # Qwen2's key biases make keys too large for bf16's 8 bits (the 1.5B's top-1 agreement with llama.cpp was
         # 95-97% with them in bf16: docs/real-pair.md). The int4 products still take bf16 inputs.
-        self.residual_dtype = torch.float32 if fmt == "int4" else self.dtype
+        self.residual_dtype = torch.float32 if fmt in ("int4", "int4-dot8") else self.dtype
         self.embed = embed.to(self.residual_dtype)
         self.norm, self.layers, self.head = norm, layers, head  # [D], ..., [V, D]
         self.head_weight = head_weight  # () -> [V, D]: the head's dense values (restrict_output, the eagle trainer)

@@ -1,0 +1,231 @@
+// y [M, N] = x [M, K] W^T for 4-bit and 6-bit weights against activations read as one or two int8 halves per 32
+// inputs, on AVX-512 VNNI or AVX2: the native engine's int4-dot8 products. models/dot8.py builds it, packs the
+// weights and holds the reference in Python; the layout:
+//
+//   w      [N / 16, K / group, 256] uint8   16 output rows (one 32-bit lane each) x one group of inputs:
+//          bits 4, group 32: 4 blocks of 64 bytes; block b, lane n, byte j = code[n, 8b + j] | code[n, 8b + 4 + j] << 4
+//          bits 6, group 16: 4 blocks of 64 bytes; block b, lane n, byte j = code[n, 4b + j]  (codes 0..127)
+//   scales [N / 16, K / group, 32] float16  the 16 rows' scales, then their offsets: w = code scale + offset
+//   y = unscale * sum over groups g of (scale_g sx_g sum_i code_i (256 q_i + r_i) + offset_g sum_i x~_i)
+//
+// where x~ = (256 q + r) sx is the reading of x (see quantize). Every row and every output is computed by the same
+// operations whatever M, N and the thread count (integer dot products, exact, then one fixed float sequence per
+// lane), and the AVX2 path performs the same float operations as the AVX-512 one: results are bitwise equal across
+// pass sizes and between the two paths.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <immintrin.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace {
+
+constexpr int64_t TILE = 16;    // output rows per tile
+constexpr int64_t XGROUP = 32;  // activation inputs sharing one int8 scale
+constexpr int64_t CHUNK = 16;   // activation rows computed against a tile at a time
+constexpr int64_t BLOCK = 256;  // bytes of codes per tile and group
+
+struct Rows {  // the activations, quantized: x ~ (256 q + r) scale
+  const int8_t* q;      // [M, K]
+  const int8_t* r;      // [M, K]
+  const float* scale;   // [M, K / 32]
+  const float* sum16;   // [M, K / 16]  sum of x~ over each 16 inputs
+  const float* sum32;   // [M, K / 32]
+  int64_t K;
+};
+
+// x [M, K] -> q, r [M, K] int8, scale per 32 inputs, sums per 16 and per 32 of the reading x~ = (256 q + r) scale,
+// where 256 scale = max |x| / 127 over each 32 inputs (q as llama.cpp's Q8_0 rounds them) and r rounds what q leaves
+// (halves = 2: a 16-bit reading of x in two int8 halves), or r = 0 (halves = 1: int8).
+void quantize(const float* x, int64_t M, int64_t K, int64_t halves, int8_t* q, int8_t* r, float* scale, float* sum16,
+              float* sum32) {
+  at::parallel_for(0, M, 1, [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) {
+      const float* xr = x + m * K;
+      for (int64_t g = 0; g < K / XGROUP; ++g) {
+        float amax = 0.f;
+        for (int64_t i = 0; i < XGROUP; ++i) amax = std::max(amax, std::fabs(xr[g * XGROUP + i]));
+        const float s = amax / 127.f, inv = amax > 0.f ? 127.f / amax : 0.f;
+        int32_t sums[2] = {0, 0};
+        for (int64_t i = 0; i < XGROUP; ++i) {
+          const float v = xr[g * XGROUP + i] * inv;  // in units of s
+          const float hi = std::nearbyint(v);
+          const int32_t lo =
+              halves == 2 ? std::clamp(static_cast<int32_t>(std::nearbyint((v - hi) * 256.f)), -127, 127) : 0;
+          q[m * K + g * XGROUP + i] = static_cast<int8_t>(std::clamp(static_cast<int32_t>(hi), -127, 127));
+          r[m * K + g * XGROUP + i] = static_cast<int8_t>(lo);
+          sums[i / 16] += 256 * static_cast<int32_t>(hi) + lo;
+        }
+        const float s256 = s / 256.f;
+        scale[m * (K / 32) + g] = s256;
+        sum16[m * (K / 16) + 2 * g] = s256 * static_cast<float>(sums[0]);
+        sum16[m * (K / 16) + 2 * g + 1] = s256 * static_cast<float>(sums[1]);
+        sum32[m * (K / 32) + g] = s256 * static_cast<float>(sums[0] + sums[1]);
+      }
+    }
+  });
+}
+
+inline int32_t word(const int8_t* p) {  // four int8 activations as one 32-bit word
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+template <int BITS, int HALVES>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")))
+void tile_avx512(const uint8_t* w, const uint16_t* sc, const Rows& x, int64_t m0, int64_t m1, int64_t groups,
+                 float* y, int64_t ldy, float unscale) {
+  constexpr int64_t GROUP = BITS == 4 ? 32 : 16;
+  constexpr int CODES = BITS == 4 ? 8 : 4;
+  __m512 acc[CHUNK];
+  const int64_t rows = m1 - m0;
+  for (int64_t r = 0; r < rows; ++r) acc[r] = _mm512_setzero_ps();
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int64_t g = 0; g < groups; ++g) {
+    const uint8_t* wg = w + g * BLOCK;
+    const __m512 scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + g * 32)));
+    const __m512 offset = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + g * 32 + 16)));
+    __m512i codes[CODES];
+    for (int b = 0; b < 4; ++b) {
+      const __m512i v = _mm512_loadu_si512(wg + 64 * b);
+      if constexpr (BITS == 4) {
+        codes[2 * b] = _mm512_and_si512(v, low);
+        codes[2 * b + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+      } else {
+        codes[b] = v;
+      }
+    }
+    const int64_t k0 = g * GROUP;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t m = m0 + r;
+      const int8_t* q = x.q + m * x.K + k0;
+      const int8_t* lo = x.r + m * x.K + k0;
+      __m512i dot = _mm512_setzero_si512(), low_dot = _mm512_setzero_si512();
+      for (int c = 0; c < CODES; ++c) {
+        dot = _mm512_dpbusd_epi32(dot, codes[c], _mm512_set1_epi32(word(q + 4 * c)));
+        if constexpr (HALVES == 2)
+          low_dot = _mm512_dpbusd_epi32(low_dot, codes[c], _mm512_set1_epi32(word(lo + 4 * c)));
+      }
+      dot = _mm512_add_epi32(_mm512_slli_epi32(dot, 8), low_dot);
+      const float xs = x.scale[m * (x.K / 32) + k0 / 32];
+      const float xsum = BITS == 4 ? x.sum32[m * (x.K / 32) + g] : x.sum16[m * (x.K / 16) + g];
+      const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(xs));
+      acc[r] = _mm512_fmadd_ps(t, scale, acc[r]);
+      acc[r] = _mm512_fmadd_ps(offset, _mm512_set1_ps(xsum), acc[r]);
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) _mm512_storeu_ps(y + (m0 + r) * ldy, _mm512_mul_ps(acc[r], _mm512_set1_ps(unscale)));
+}
+
+template <int BITS, int HALVES>
+__attribute__((target("avx2,f16c,fma")))
+void tile_avx2(const uint8_t* w, const uint16_t* sc, const Rows& x, int64_t m0, int64_t m1, int64_t groups,
+               float* y, int64_t ldy, float unscale) {
+  constexpr int64_t GROUP = BITS == 4 ? 32 : 16;
+  constexpr int CODES = BITS == 4 ? 8 : 4;
+  __m256 acc[CHUNK][2];
+  const int64_t rows = m1 - m0;
+  for (int64_t r = 0; r < rows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  for (int64_t g = 0; g < groups; ++g) {
+    const uint8_t* wg = w + g * BLOCK;
+    __m256 scale[2], offset[2];
+    __m256i codes[CODES][2];
+    for (int h = 0; h < 2; ++h) {
+      scale[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + g * 32 + 8 * h)));
+      offset[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + g * 32 + 16 + 8 * h)));
+      for (int b = 0; b < 4; ++b) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wg + 64 * b + 32 * h));
+        if constexpr (BITS == 4) {
+          codes[2 * b][h] = _mm256_and_si256(v, low);
+          codes[2 * b + 1][h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+        } else {
+          codes[b][h] = v;
+        }
+      }
+    }
+    const int64_t k0 = g * GROUP;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t m = m0 + r;
+      const int8_t* q = x.q + m * x.K + k0;
+      const int8_t* lo = x.r + m * x.K + k0;
+      const float xs = x.scale[m * (x.K / 32) + k0 / 32];
+      const float xsum = BITS == 4 ? x.sum32[m * (x.K / 32) + g] : x.sum16[m * (x.K / 16) + g];
+      for (int h = 0; h < 2; ++h) {
+        __m256i dot = _mm256_setzero_si256(), low_dot = _mm256_setzero_si256();  // dpbusd's lane sums: no pair
+        for (int c = 0; c < CODES; ++c) {                                         // exceeds 2 * 127 * 127
+          const __m256i pairs = _mm256_maddubs_epi16(codes[c][h], _mm256_set1_epi32(word(q + 4 * c)));
+          dot = _mm256_add_epi32(dot, _mm256_madd_epi16(pairs, ones));
+          if constexpr (HALVES == 2) {
+            const __m256i low_pairs = _mm256_maddubs_epi16(codes[c][h], _mm256_set1_epi32(word(lo + 4 * c)));
+            low_dot = _mm256_add_epi32(low_dot, _mm256_madd_epi16(low_pairs, ones));
+          }
+        }
+        dot = _mm256_add_epi32(_mm256_slli_epi32(dot, 8), low_dot);
+        const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(xs));
+        acc[r][h] = _mm256_fmadd_ps(t, scale[h], acc[r][h]);
+        acc[r][h] = _mm256_fmadd_ps(offset[h], _mm256_set1_ps(xsum), acc[r][h]);
+      }
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int h = 0; h < 2; ++h)
+      _mm256_storeu_ps(y + (m0 + r) * ldy + 8 * h, _mm256_mul_ps(acc[r][h], _mm256_set1_ps(unscale)));
+}
+
+using TileFn = void (*)(const uint8_t*, const uint16_t*, const Rows&, int64_t, int64_t, int64_t, float*, int64_t,
+                        float);
+
+TileFn pick(int64_t isa, int64_t bits, int64_t halves) {
+  if (isa == 2) {
+    if (bits == 4) return halves == 2 ? tile_avx512<4, 2> : tile_avx512<4, 1>;
+    return halves == 2 ? tile_avx512<6, 2> : tile_avx512<6, 1>;
+  }
+  if (bits == 4) return halves == 2 ? tile_avx2<4, 2> : tile_avx2<4, 1>;
+  return halves == 2 ? tile_avx2<6, 2> : tile_avx2<6, 1>;
+}
+
+// isa: 2 = AVX-512 VNNI, 1 = AVX2 (the caller checks what the CPU has); halves: 1 or 2 (see quantize).
+at::Tensor dot8_mm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& scales, int64_t bits, int64_t halves,
+                   double unscale, int64_t isa) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(), "x: contiguous float32 [M, K]");
+  TORCH_CHECK(w.dim() == 3 && w.scalar_type() == at::kByte && w.is_contiguous() && w.size(2) == BLOCK,
+              "w: contiguous uint8 [N / 16, K / group, 256]");
+  TORCH_CHECK(scales.dim() == 3 && scales.scalar_type() == at::kHalf && scales.is_contiguous(),
+              "scales: contiguous float16 [N / 16, K / group, 32]");
+  TORCH_CHECK(bits == 4 || bits == 6, "bits: 4 or 6");
+  TORCH_CHECK(halves == 1 || halves == 2, "halves: 1 or 2");
+  TORCH_CHECK(isa == 1 || isa == 2, "isa: 1 (AVX2) or 2 (AVX-512 VNNI)");
+  const int64_t M = x.size(0), K = x.size(1), tiles = w.size(0), groups = w.size(1), N = tiles * TILE;
+  TORCH_CHECK(K == groups * (bits == 4 ? 32 : 16) && K % XGROUP == 0, "x's K does not match w");
+  auto y = at::empty({M, N}, x.options());
+  auto q = at::empty({2, M, K}, x.options().dtype(at::kChar));
+  auto aux = at::empty({M, K / 32 + K / 16 + K / 32}, x.options());
+  float* a = aux.data_ptr<float>();
+  int8_t* qp = q.data_ptr<int8_t>();
+  quantize(x.data_ptr<float>(), M, K, halves, qp, qp + M * K, a, a + M * (K / 32), a + M * (K / 32 + K / 16));
+  const Rows rows{qp, qp + M * K, a, a + M * (K / 32), a + M * (K / 32 + K / 16), K};
+  const TileFn fn = pick(isa, bits, halves);
+  const uint8_t* wp = w.data_ptr<uint8_t>();
+  const uint16_t* sp = reinterpret_cast<const uint16_t*>(scales.data_ptr<at::Half>());
+  float* yp = y.data_ptr<float>();
+  at::parallel_for(0, tiles, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t m0 = 0; m0 < M; m0 += CHUNK)
+        fn(wp + t * groups * BLOCK, sp + t * groups * 32, rows, m0, std::min(M, m0 + CHUNK), groups, yp + t * TILE,
+           N, static_cast<float>(unscale));
+  });
+  return y;
+}
+
+}  // namespace
+
+TORCH_LIBRARY(specdecode, m) {
+  m.def("dot8_mm(Tensor x, Tensor w, Tensor scales, int bits, int halves, float unscale, int isa) -> Tensor",
+        &dot8_mm);
+}
