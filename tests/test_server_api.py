@@ -15,7 +15,7 @@ from scipy import stats
 from specdecode import analysis
 from specdecode.cli import main
 from specdecode.server import create_app
-from specdecode.toy import EXAMPLE_P, WORDS
+from specdecode.toy import DRAFT_NOISE, EXAMPLE_P, WORDS
 
 MAX_PROMPT_TOKENS = 64
 MAX_TOKENS = 300
@@ -235,6 +235,22 @@ def test_gamma_with_the_served_engines_measured_verify_cost(client):
     assert r["best_gamma_measured"] == analysis.best_gamma(0.7, 0.05, 12, verify)
     assert r["engine"] == "toy" and r["best_gamma"] == analysis.best_gamma(0.7, 0.05, 12)
     assert client.get("/api/gamma", params={"alpha": 0.7, "c": 0.05, "verify": "bogus"}).status_code == 400
+
+
+def test_page_facts_are_the_servers_own(client):
+    """/api/page: the legend covers every kind of piece a round has, the toy facts are the toy's, and the defaults
+    and limits are the request schemas' (so the page's inputs refuse nothing the API takes, and the reverse)."""
+    facts = client.get("/api/page").json()
+    assert set(facts["kinds"]) == {"accepted", "rejected", "corrected", "bonus"}
+    assert {entry["kind"] for entry in facts["legend"]} <= set(facts["kinds"])
+    toy = facts["toy"]
+    assert toy["words"] == facts["live"]["words"] == list(WORDS)
+    assert toy["start"]["text"] == WORDS[toy["start"]["tokens"][0]]
+    assert toy["gamma"] == {"default": 4, "minimum": 1, "maximum": 8} and toy["agreement_at_least"] == 1 - DRAFT_NOISE
+    assert facts["live"]["gamma"] == {"default": None, "minimum": 1, "maximum": 32}  # None: the server's default
+    assert facts["live"]["max_tokens"] == {"default": 64, "minimum": 1}
+    assert client.get("/api/draws").json()["n"] == facts["draws"]["n"]
+    assert client.post("/api/live", json={"prompt": facts["live"]["prompt"], "max_tokens": 2}).status_code == 200
 
 
 def test_live_streams_rounds_then_stats(client):

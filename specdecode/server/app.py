@@ -11,6 +11,7 @@
     GET  /api/draws               the "10,000 draws" figure: the rule on the worked example
     GET  /api/gamma               the "choosing gamma" figure: speed-up and extra arithmetic over gamma
     GET  /api/costs               the served engine's measured T(k), which /api/gamma?verify=measured uses
+    GET  /api/page                what the page shows beside the figures: legend, toy vocabulary, defaults, limits
 """
 
 from __future__ import annotations
@@ -177,7 +178,8 @@ def create_app(target: str = DEFAULT_TARGET, draft: str | None = None, dtype: st
         return figures.toy_round(body)
 
     @app.get("/api/draws")
-    def draws(n: int = Query(10_000, ge=1, le=MAX_DRAWS), seed: int | None = Query(None, ge=0, le=2**63 - 1)) -> dict:
+    def draws(n: int = Query(figures.DRAWS_N, ge=1, le=MAX_DRAWS),
+              seed: int | None = Query(None, ge=0, le=2**63 - 1)) -> dict:
         return figures.draws(n, seed if seed is not None else secrets.randbits(31))
 
     @app.get("/api/gamma")
@@ -196,6 +198,11 @@ def create_app(target: str = DEFAULT_TARGET, draft: str | None = None, dtype: st
     async def costs() -> dict:
         """The served target's measured T(k), k = 1, 2, 4, 8, 16 (measured once)."""
         return await service.verify_costs()
+
+    @app.get("/api/page")
+    async def page() -> dict:
+        """The page's facts that are not a figure's result (the page's script keeps no copy of them)."""
+        return figures.page(service.target_spec == "toy")
 
     return app
 

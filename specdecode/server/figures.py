@@ -4,6 +4,8 @@
     draws   the rule run batched on the worked example p = (0.5, 0.3, 0.2), q = (0.6, 0.2, 0.2)
     gamma   expected tokens, speed-up and extra arithmetic over gamma, and the best gamma
     live    the served pair's rounds as server-sent events, then the run's measured numbers
+    page    what the page shows that is not a figure's result: the legend, the toy vocabulary, defaults and limits
+            (the page's script repeats none of them)
 """
 
 from __future__ import annotations
@@ -12,16 +14,53 @@ import secrets
 from collections.abc import AsyncIterator
 
 import torch
+from pydantic import BaseModel
 
 from ..analysis import best_gamma, expected_tokens, extra_arithmetic, measured_verify_cost, speedup
 from ..drafts.model import ModelDraft
 from ..engine import Generation, Round
-from ..rule import verify
+from ..rule import keep_probability, residual, verify
 from ..sampling import SamplingConfig, sample
-from ..toy import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_WORDS, WORDS, ToyTokenizer, bigram_pair
+from ..toy import DRAFT_NOISE, EXAMPLE_P, EXAMPLE_Q, EXAMPLE_WORDS, WORDS, ToyTokenizer, bigram_pair
 from .openai import finish_reason, speculative, sse
-from .schemas import ToyRoundRequest
+from .schemas import LiveRequest, ToyRoundRequest
 from .service import Job
+
+# What each piece of a round is (the kinds of `Round.labelled`), as the page's tooltips say it.
+KINDS = {
+    "accepted": "accepted draft",
+    "rejected": "rejected draft",
+    "corrected": "corrected: the target's token after a rejection",
+    "bonus": "bonus: the target's token after every draft was accepted",
+}
+# The page's legend: corrected and bonus tokens share a colour, so one entry names both.
+LEGEND = ({"kind": "accepted", "text": KINDS["accepted"]}, {"kind": "rejected", "text": KINDS["rejected"]},
+          {"kind": "corrected", "text": "target's token (corrected or bonus)"})
+TOY_START = [0]  # the "Try it" text starts as the toy vocabulary's first word
+DRAWS_N = 10_000  # the draws figure's runs of the rule
+TOY_PROMPT = "the cat"  # the live figure's first prompt on the toy target
+PROMPT = "Explain speculative decoding in one sentence."  # and on any other
+
+
+def field_bounds(request: type[BaseModel], name: str) -> dict:
+    """A request field's default, minimum and maximum (those it has), as its JSON schema states them."""
+    field = request.model_json_schema()["properties"][name]
+    bounds = {"default": field["default"]} if "default" in field else {}
+    for option in (field, *field.get("anyOf", ())):
+        bounds |= {key: option[key] for key in ("minimum", "maximum") if key in option}
+    return bounds
+
+
+def page(toy: bool) -> dict:
+    """The facts the page shows beside its figures' results; `toy`: whether the served target is the toy."""
+    return {
+        "kinds": KINDS, "legend": LEGEND, "draws": {"n": DRAWS_N},
+        "toy": {"words": list(WORDS), "start": {"tokens": TOY_START, "text": ToyTokenizer().decode(TOY_START).strip()},
+                "gamma": field_bounds(ToyRoundRequest, "gamma"),
+                "agreement_at_least": 1 - DRAFT_NOISE},  # sum_x min(p, q) in every row of the toy pair
+        "live": {"prompt": TOY_PROMPT if toy else PROMPT, "words": list(WORDS) if toy else None,
+                 **{name: field_bounds(LiveRequest, name) for name in ("max_tokens", "gamma", "temperature")}},
+    }
 
 
 def round_parts(rnd: Round, piece) -> list[dict]:
@@ -57,7 +96,8 @@ def draws(n: int, seed: int) -> dict:
     n_accepted, next_token = verify(p.expand(n, 2, -1), q.expand(n, 1, -1), drafted[:, None], generator)
     produced = torch.where(n_accepted == 1, drafted, next_token)
     counts = torch.bincount(produced, minlength=len(p)).tolist()
-    return {"words": list(EXAMPLE_WORDS), "p": p.tolist(), "q": q.tolist(), "n": n, "seed": seed, "counts": counts,
+    return {"words": list(EXAMPLE_WORDS), "p": p.tolist(), "q": q.tolist(), "keep": keep_probability(p, q).tolist(),
+            "residual": residual(p, q).tolist(), "n": n, "seed": seed, "counts": counts,
             "frequencies": [c / n for c in counts], "accepted": int(n_accepted.sum())}
 
 
