@@ -106,13 +106,23 @@ class Page:
         assert not self.problems, "the page reported errors:\n" + "\n".join(self.problems)
 
 
+def rewritten(change):
+    """A route handler answering with the server's JSON as `change` rewrites it."""
+    def handle(route):
+        route.fulfill(response=(response := route.fetch()), json=change(response.json()))
+    return handle
+
+
 @pytest.fixture
 def open_page(browser, server):
     contexts = []
 
-    def open_(width: int = 1280, height: int = 900) -> Page:
+    def open_(width: int = 1280, height: int = 900, answers: dict | None = None) -> Page:
+        """The page in a fresh context; `answers`: {URL pattern: change} rewrites those answers of the server."""
         context = browser.new_context(viewport={"width": width, "height": height})
         contexts.append(context)
+        for pattern, change in (answers or {}).items():
+            context.route(pattern, rewritten(change))
         page = context.new_page()
         result = Page(page)
         page.on("console", lambda m: result.problems.append(f"console {m.type}: {m.text}")
@@ -285,6 +295,98 @@ def test_phone_width_has_no_horizontal_overflow(open_page):
     assert width[0] <= width[1], f"the page is {width[0]} px wide in a {width[1]} px viewport"
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "phone.png"), full_page=True)
+    p.check()
+
+
+def other_facts(facts: dict) -> dict:
+    """What a server with other words, legend, defaults and limits would answer at /api/page."""
+    facts["kinds"] = {kind: f"{kind} (as this server says it)" for kind in facts["kinds"]}
+    facts["legend"] = [{"kind": "accepted", "text": "kept"}, {"kind": "rejected", "text": "thrown out"},
+                       {"kind": "bonus", "text": "the big model's own"}]
+    facts["toy"] |= {"words": ["the", "cat", "sat"], "start": {"tokens": [1], "text": "cat"},
+                     "gamma": {"default": 3, "minimum": 2, "maximum": 6}, "agreement_at_least": 0.9}
+    facts["draws"]["n"] = 2000
+    facts["live"] |= {"prompt": "the dog", "words": ["the", "dog"], "max_tokens": {"default": 12, "minimum": 2},
+                      "gamma": {"minimum": 2, "maximum": 9}, "temperature": {"default": 0.5, "minimum": 0}}
+    return facts
+
+
+def other_example(draws: dict) -> dict:
+    """/api/draws with the worked example's words renamed."""
+    return draws | {"words": ["ant", "bee", "cow"]}
+
+
+def other_costs(gamma: dict) -> dict:
+    """/api/gamma?verify=measured with T(k) measured at other pass sizes than COST_KS."""
+    return gamma | ({"verify_ms": {"1": 1.0, "3": 2.5, "6": 4.0}} if "verify_ms" in gamma else {})
+
+
+def test_the_page_shows_what_the_server_says(open_page, server):
+    """Every fact the page shows beside a figure comes from the server: served otherwise, the page shows otherwise.
+    Each mismatch is listed, so a page that keeps its own copy of a fact names it."""
+    p = open_page(answers={"**/api/page": other_facts, "**/api/draws?*": other_example, "**/api/gamma?*": other_costs})
+    page = p.page
+    with urllib.request.urlopen(f"{server.url}/health", timeout=10) as response:
+        served_max_tokens = json.load(response)["max_tokens"]
+    asked = []
+    page.on("request", lambda r: asked.append(json.loads(r.post_data)) if r.url.endswith("/api/toy/round") else None)
+
+    def text(selector: str) -> str:
+        texts = page.locator(selector).all_inner_texts()
+        return " | ".join(texts) if texts else f"(no {selector} on the page)"
+
+    def shown_in(selector: str, js: str) -> str:
+        return " | ".join(page.eval_on_selector_all(selector, f"nodes => nodes.map({js})"))
+
+    def limits(selector: str) -> str:
+        return page.eval_on_selector(selector, "el => `min ${el.min} max ${el.max} value ${el.value}`")
+
+    shown = {
+        "legend": shown_in("#round .legend .tok, #live .legend .tok", "t => `${t.classList[1]}: ${t.textContent}`"),
+        "start": text("#round-text"),
+        "toy gamma": f"{limits('#round-gamma')}, shown {text('#round-gamma-value')}",
+        "toy words": text("#round .reading"),
+        "toy agreement": text("#round .reading"),
+        "draws n": " | ".join([text("nav a[href='#draws']"), text("#draws-title"), text("#draws .reading")]),
+        "worked example": text("#draws-example"),
+        "draws chart": shown_in("#draws-chart [data-series=target]", "b => b.dataset.word"),
+        "live prompt": f"{page.input_value('#live-prompt')} | {page.get_attribute('#live-prompt', 'placeholder')}",
+        "live max tokens": limits("#live-max"),
+        "live gamma": limits("#live-gamma"),
+        "live temperature": limits("#live-temperature"),
+    }
+
+    expected = {
+        "legend": "accepted: kept | rejected: thrown out | bonus: the big model's own | accepted: kept",
+        "start": "cat",
+        "toy gamma": "min 2 max 6 value 3, shown 3",
+        "toy words": "a vocabulary of 3 words",
+        "toy agreement": "about 90 to 100%",
+        "draws n": "2,000 draws | 2,000 draws | Reading it: this runs the rule 2,000 times",
+        "worked example": "“ant” is kept with probability 0.5 / 0.6 = 0.833; “bee” and “cow” are always kept",
+        "draws chart": "ant | bee | cow",
+        "live prompt": "the dog | words of: the dog",
+        "live max tokens": f"min 2 max {served_max_tokens} value 12",  # the max: the served limit, from /health
+        "live gamma": "min 2 max 9",
+        "live temperature": "min 0 max 5 value 0.5",  # the max: the page's own slider range
+    }
+    wrong = {name: value for name, value in shown.items() if expected[name] not in value}
+    if "of 2,000 drafts" not in text("#draws-info"):
+        wrong["draws asked"] = text("#draws-info")
+    page.click("#round-run")
+    page.wait_for_function("document.getElementById('round-counter').dataset.runs === '1'")
+    if (asked[0]["tokens"], asked[0]["gamma"]) != ([1], 3):
+        wrong["first round asked"] = asked[0]
+    if not (title := page.get_attribute("#round-line .tok", "title")).endswith("(as this server says it)"):
+        wrong["tooltip"] = title
+    page.check("#gamma-measured")
+    page.wait_for_function("document.getElementById('gamma-measured-detail').textContent !== ''"
+                           " || !document.getElementById('gamma-error').hidden")
+    detail = text("#gamma-measured-detail") or text("#gamma-error")
+    if "(T(1) = 1.0 ms, T(3) = 2.5 ms, T(6) = 4.0 ms)" not in detail:
+        wrong["measured T(k)"] = detail
+    assert not wrong, "the page does not show what the server says:\n" + "\n".join(
+        f"  {name}: {value!r}" for name, value in wrong.items())
     p.check()
 
 

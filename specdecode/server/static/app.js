@@ -1,9 +1,12 @@
-// specdecode serve: the page's four figures. Plain JavaScript; every number comes from the server's API.
+// specdecode serve: the page's four figures. Plain JavaScript; every number and every fact the page shows comes
+// from the server's API: the figures' results from their endpoints, the rest (legend, toy vocabulary, defaults,
+// limits) from GET /api/page.
 "use strict";
 
 (() => {
   const $ = (id) => document.getElementById(id);
   const SVG = "http://www.w3.org/2000/svg";
+  let facts = null; // GET /api/page, before any figure starts
 
   // --- small helpers --------------------------------------------------------------------------------------------
 
@@ -26,18 +29,38 @@
     return span("hint", text);
   }
 
-  const TITLES = {
-    accepted: "accepted draft",
-    rejected: "rejected draft",
-    corrected: "corrected: the target's token after a rejection",
-    bonus: "bonus: the target's token after every draft was accepted",
-  };
-
   function partsFragment(parts) {
     const fragment = document.createDocumentFragment();
-    for (const part of parts) fragment.append(span(`tok ${part.kind}`, part.text, TITLES[part.kind]));
+    for (const part of parts) fragment.append(span(`tok ${part.kind}`, part.text, facts.kinds[part.kind]));
     return fragment;
   }
+
+  // The legend of a round's colours, in every element marked data-kinds.
+  function legends() {
+    for (const node of document.querySelectorAll(".legend[data-kinds]")) {
+      node.replaceChildren();
+      for (const entry of facts.legend) node.append(span(`tok ${entry.kind}`, entry.text), " ");
+    }
+  }
+
+  // Text into every element of a class (a fact the page names in more than one place).
+  function fill(className, text) {
+    for (const node of document.getElementsByClassName(className)) node.textContent = text;
+  }
+
+  // An <input>'s limits and value from a request field's {default, minimum, maximum} (those it has).
+  function bound(input, field) {
+    if (field.minimum !== undefined) input.min = field.minimum;
+    if (field.maximum !== undefined) input.max = field.maximum;
+    if (field.default !== undefined && field.default !== null) input.value = field.default;
+  }
+
+  // "a", "a and b", "a, b and c"
+  function andList(items) {
+    return items.length < 2 ? items.join("") : `${items.slice(0, -1).join(", ")} and ${items[items.length - 1]}`;
+  }
+
+  const decimal = (v) => String(+v.toFixed(3));
 
   function showError(id, error) {
     const node = $(id);
@@ -119,7 +142,7 @@
   // --- Try it: draft, verify, repeat -----------------------------------------------------------------------------
 
   function roundFigure() {
-    const START = {tokens: [0], text: "the"}; // token 0 of the toy vocabulary is "the"
+    const START = facts.toy.start;
     const gamma = $("round-gamma"), runButton = $("round-run");
     const line = $("round-line"), summary = $("round-summary"), text = $("round-text"), counter = $("round-counter");
     let tokens, runs, produced, busy = false;
@@ -170,24 +193,57 @@
       }
     }
 
+    bound(gamma, facts.toy.gamma);
+    $("round-gamma-value").textContent = gamma.value;
+    fill("toy-size", facts.toy.words.length);
+    fill("toy-agreement", Math.round(100 * facts.toy.agreement_at_least));
     gamma.addEventListener("input", () => { $("round-gamma-value").textContent = gamma.value; });
     runButton.addEventListener("click", runOnce);
     $("round-reset").addEventListener("click", reset);
     reset();
   }
 
-  // --- 10,000 draws ------------------------------------------------------------------------------------------------
+  // --- Draws: the rule many times on the worked example -------------------------------------------------------
 
   function drawsFigure() {
     const chart = $("draws-chart"), button = $("draws-run");
     let last = null;
+    fill("draws-n", facts.draws.n.toLocaleString("en"));
+
+    // The worked example in words: p and q, which drafts are always kept, and what replaces a rejected one.
+    function explain(data) {
+      const quoted = (i) => `“${data.words[i]}”`;
+      const all = data.words.map((_, i) => i);
+      const sometimes = all.filter((i) => data.keep[i] < 1), always = all.filter((i) => data.keep[i] >= 1);
+      const left = all.filter((i) => data.residual[i] > 0);
+      const p = document.createElement("i"), q = document.createElement("i");
+      p.textContent = "p";
+      q.textContent = "q";
+      const kept = sometimes.map((i) => `A drafted ${quoted(i)} is kept with probability ` +
+        `${decimal(data.p[i])} / ${decimal(data.q[i])} = ${decimal(data.keep[i])}`);
+      if (always.length) kept.push(`${andList(always.map(quoted))} ${always.length > 1 ? "are" : "is"} always kept`);
+      const replaced = left.length === 1 ? quoted(left[0])
+        : `(${left.map((i) => `${data.words[i]} ${decimal(data.residual[i])}`).join(", ")})`;
+      const node = $("draws-example");
+      node.replaceChildren(`The worked example: ${data.words.length} possible next words, target `, p.cloneNode(true),
+        ` = (${data.words.map((w, i) => `${w} ${decimal(data.p[i])}`).join(", ")}), draft `, q.cloneNode(true),
+        ` = (${data.q.map(decimal).join(", ")}). ${kept.join("; ")}`);
+      if (sometimes.length) {
+        node.append(`; a rejected ${andList(sometimes.map(quoted))} is replaced by a token drawn from norm(max(0, `,
+          p, " − ", q, `)) = ${replaced}`);
+      }
+      node.append(".");
+    }
 
     function render(data) {
       last = data;
+      explain(data);
       const W = chartWidth(chart), left = 48, right = 62, barH = 20, gap = 4, groupGap = 18, top = 8;
       const plotW = W - left - right;
       const H = top + data.words.length * (2 * barH + gap + groupGap);
-      const scale = (v) => left + plotW * v / 0.6;
+      const most = Math.max(...data.p, ...data.q, ...data.p.map((p) => p + 2 * Math.sqrt(p * (1 - p) / data.n)),
+        ...data.frequencies);
+      const scale = (v) => left + plotW * v / most;
       const root = svg("svg", {viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "xMinYMin meet"});
       data.words.forEach((word, i) => {
         const y = top + i * (2 * barH + gap + groupGap);
@@ -219,7 +275,7 @@
       button.disabled = true;
       try {
         const seed = Math.floor(Math.random() * 2 ** 31);
-        render(await getJSON(`/api/draws?n=10000&seed=${seed}`));
+        render(await getJSON(`/api/draws?n=${facts.draws.n}&seed=${seed}`));
         showError("draws-error", null);
       } catch (error) {
         showError("draws-error", error);
@@ -288,9 +344,9 @@
       $("gamma-best-detail").textContent = `: ${data.best_speedup.toFixed(2)}× faster, ` +
         `${data.best_extra_arithmetic.toFixed(2)}× the arithmetic, ${tokens.toFixed(2)} tokens per target call`;
       $("gamma-measured-legend").hidden = !withMeasured;
+      const costs = Object.entries(data.verify_ms || {}).map(([k, ms]) => `T(${k}) = ${ms.toFixed(1)} ms`);
       $("gamma-measured-detail").textContent = withMeasured ? `; with ${data.engine}'s measured verify cost ` +
-        `(T(1) = ${data.verify_ms["1"].toFixed(1)} ms, T(8) = ${data.verify_ms["8"].toFixed(1)} ms): best γ = ` +
-        `${data.best_gamma_measured}, ${data.best_speedup_measured.toFixed(2)}×` : "";
+        `(${costs.join(", ")}): best γ = ${data.best_gamma_measured}, ${data.best_speedup_measured.toFixed(2)}×` : "";
     }
 
     async function update() {
@@ -299,7 +355,7 @@
       const ticket = ++latest;
       try {
         const verify = measured.checked ? "&verify=measured" : "";
-        const data = await getJSON(`/api/gamma?alpha=${alpha.value}&c=${c.value}&max_gamma=20${verify}`);
+        const data = await getJSON(`/api/gamma?alpha=${alpha.value}&c=${c.value}${verify}`);
         if (ticket !== latest) return; // a newer slider position is on its way
         render(data);
         showError("gamma-error", null);
@@ -331,6 +387,10 @@
     const form = $("live-form"), output = $("live-output"), runButton = $("live-run"), stop = $("live-stop");
     const use = $("live-use");
     let controller = null, measured = null;
+
+    bound($("live-max"), facts.live.max_tokens);
+    bound($("live-gamma"), facts.live.gamma);
+    bound($("live-temperature"), facts.live.temperature);
 
     const fields = {alpha: $("live-alpha"), tpc: $("live-tpc"), tps: $("live-tps"), calls: $("live-calls"),
       c: $("live-c")};
@@ -417,14 +477,19 @@
         $("live-gamma").value = health.gamma;
       }
       $("live-max").max = health.max_tokens;
-      if (!$("live-prompt").value) {
-        $("live-prompt").value = health.toy ? "the cat" : "Explain speculative decoding in one sentence.";
-      }
-      if (health.toy) $("live-prompt").placeholder = "words of: the cat dog fish sat ran on mat";
+      if (!$("live-prompt").value) $("live-prompt").value = facts.live.prompt;
+      if (facts.live.words) $("live-prompt").placeholder = `words of: ${facts.live.words.join(" ")}`;
     }).catch((error) => showError("live-error", error));
   }
 
-  document.addEventListener("DOMContentLoaded", () => {
+  document.addEventListener("DOMContentLoaded", async () => {
+    try {
+      facts = await getJSON("/api/page");
+    } catch (error) {
+      for (const id of ["round-error", "draws-error", "gamma-error", "live-error"]) showError(id, error);
+      return;
+    }
+    legends();
     roundFigure();
     drawsFigure();
     const gamma = gammaFigure();
