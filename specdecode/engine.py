@@ -187,6 +187,7 @@ class Generation:
         target: CausalLM,
         draft: Draft | CausalLM | None,
         prompt_ids: Sequence[int] | torch.Tensor,
+        *,
         max_new_tokens: int,
         gamma: int | str | AdaptiveGamma = 5,
         sampling: SamplingConfig | None = None,
@@ -196,9 +197,12 @@ class Generation:
         tokenizer: Tokenizer | None = None,
         logprobs: int | None = None,
     ):
-        """gamma: drafts per round, or "auto" (an `AdaptiveGamma` chooses each round; pass your own instance to
-        keep what it learned across runs). With a seed, "auto" uses `AdaptiveGamma.reproducible()`, whose schedule
-        does not depend on timings, so that the seed reproduces the text.
+        """The one signature of a run's options (keyword-only; `generate` and `generate_plain` pass them on).
+
+        gamma: drafts per round, or "auto" (an `AdaptiveGamma` chooses each round; pass your own instance to
+        keep what it learned across runs); without a draft it is unused. With a seed, "auto" uses
+        `AdaptiveGamma.reproducible()`, whose schedule does not depend on timings, so that the seed reproduces the
+        text.
 
         stop: stop strings (`stops.StopStrings`), matched on the text `tokenizer` decodes; the tokenizer also gives
         `text()`. logprobs: report each new token's log-probability and this many most likely alternatives."""
@@ -346,39 +350,19 @@ class Generation:
                                 self.logprobs if self.top_logprobs is not None else None)
 
 
-def generate(
-    target: CausalLM,
-    draft: Draft | CausalLM,
-    prompt_ids: Sequence[int] | torch.Tensor,
-    max_new_tokens: int,
-    gamma: int | str | AdaptiveGamma = 5,
-    sampling: SamplingConfig | None = None,
-    seed: int | None = None,
-    stop_token_ids: Sequence[int] = (),
-    stop: str | Sequence[str] = (),
-    tokenizer: Tokenizer | None = None,
-    logprobs: int | None = None,
-) -> GenerationResult:
+def generate(target: CausalLM, draft: Draft | CausalLM, prompt_ids: Sequence[int] | torch.Tensor,
+             **options) -> GenerationResult:
     """Speculative decoding: the output is distributed exactly as `generate_plain`'s (greedy: the same tokens), and
-    so are its logprobs. See `Generation` for stop strings and logprobs."""
-    return Generation(target, draft, prompt_ids, max_new_tokens, gamma, sampling, seed, stop_token_ids, stop,
-                      tokenizer, logprobs).run()
+    so are its logprobs. options: `Generation`'s keyword options (max_new_tokens, gamma, sampling, seed, ...)."""
+    return Generation(target, draft, prompt_ids, **options).run()
 
 
-def generate_plain(
-    target: CausalLM,
-    prompt_ids: Sequence[int] | torch.Tensor,
-    max_new_tokens: int,
-    sampling: SamplingConfig | None = None,
-    seed: int | None = None,
-    stop_token_ids: Sequence[int] = (),
-    stop: str | Sequence[str] = (),
-    tokenizer: Tokenizer | None = None,
-    logprobs: int | None = None,
-) -> GenerationResult:
-    """Ordinary decoding, one target pass per token, through the same loop and sampling: the honest baseline."""
-    return Generation(target, None, prompt_ids, max_new_tokens, 0, sampling, seed, stop_token_ids, stop, tokenizer,
-                      logprobs).run()
+def generate_plain(target: CausalLM, prompt_ids: Sequence[int] | torch.Tensor, **options) -> GenerationResult:
+    """Ordinary decoding, one target pass per token, through the same loop and sampling: the honest baseline.
+    options: `Generation`'s keyword options, less gamma (there is no draft)."""
+    if "gamma" in options:
+        raise TypeError("generate_plain() takes no gamma: plain decoding drafts nothing")
+    return Generation(target, None, prompt_ids, **options).run()
 
 
 def _check_prompt(prompt_ids: Sequence[int] | torch.Tensor, target: CausalLM) -> list[int]:

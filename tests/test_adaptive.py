@@ -62,12 +62,12 @@ def test_it_learns_the_verify_cost_line():
 
 def test_auto_gamma_in_the_engine_keeps_exactness_bookkeeping():
     target, draft = bigram_pair()
-    result = generate(target, draft, [0], 300, gamma="auto", seed=1)
+    result = generate(target, draft, [0], max_new_tokens=300, gamma="auto", seed=1)
     s = result.stats
     assert len(result.new_tokens) == 300 and s.rounds == len(s.drafted_per_round)
     assert 1 <= max(s.drafted_per_round) <= AdaptiveGamma().max_gamma
     with pytest.raises(ValueError, match="'auto'"):
-        generate(target, draft, [0], 5, gamma="fast")
+        generate(target, draft, [0], max_new_tokens=5, gamma="fast")
 
 
 class SlowDraft:
@@ -99,7 +99,7 @@ def test_a_seed_makes_auto_gamma_independent_of_timings(schedule, reproducible):
     one, against a 5 ms target pass."""
     toy_target, draft = bigram_pair()
     target = SlowTarget(toy_target.table, "slow toy target")
-    runs = [generate(target, SlowDraft(ModelDraft(draft), delay), [0], 100, seed=3,
+    runs = [generate(target, SlowDraft(ModelDraft(draft), delay), [0], max_new_tokens=100, seed=3,
                      gamma=schedule if schedule == "auto" else schedule())
             for delay in (0.0, 0.02)]
     fast, slow = (run.stats for run in runs)

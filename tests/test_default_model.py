@@ -27,7 +27,7 @@ def plain_greedy(target) -> list[tuple[list[int], list[int]]]:
     outputs = []
     for text in identity_prompts():
         ids = tok.encode(text)
-        outputs.append((ids, generate_plain(target.model, ids, NEW_TOKENS, sampling=SamplingConfig(0),
+        outputs.append((ids, generate_plain(target.model, ids, max_new_tokens=NEW_TOKENS, sampling=SamplingConfig(0),
                                             stop_token_ids=tok.stop_token_ids).new_tokens))
     return outputs
 
@@ -57,7 +57,7 @@ def tiny_draft_dir(tmp_path_factory):
 def assert_greedy_identity(target, draft, plain_outputs, gamma=3):
     drafted = 0
     for ids, plain in plain_outputs:
-        result = generate(target.model, draft, ids, NEW_TOKENS, gamma=gamma, sampling=SamplingConfig(0),
+        result = generate(target.model, draft, ids, max_new_tokens=NEW_TOKENS, gamma=gamma, sampling=SamplingConfig(0),
                           stop_token_ids=target.tokenizer.stop_token_ids)
         assert result.new_tokens == plain
         drafted += result.stats.tokens_drafted
@@ -87,7 +87,7 @@ def test_plain_decoding_matches_transformers_generate(smollm2_fp32):
     model, tok = smollm2_fp32.model, smollm2_fp32.tokenizer
     for text in identity_prompts()[:3]:
         ids = tok.encode(text)
-        ours = generate_plain(model, ids, 12, sampling=SamplingConfig(0)).new_tokens
+        ours = generate_plain(model, ids, max_new_tokens=12, sampling=SamplingConfig(0)).new_tokens
         with torch.inference_mode():
             theirs = smollm2_fp32.transformers_model().generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False,
                                           eos_token_id=None, pad_token_id=0)[0, len(ids):].tolist()

@@ -69,7 +69,7 @@ def test_three_token_continuations_follow_the_target_exactly(config, gamma):
     torch.manual_seed(gamma)
     accepted = 0
     for _ in range(12_000):
-        result = generate(target, draft, prompt, 3, gamma=gamma, sampling=config)
+        result = generate(target, draft, prompt, max_new_tokens=3, gamma=gamma, sampling=config)
         counts[tuple(result.new_tokens)] += 1
         accepted += result.stats.tokens_accepted
     assert chi_square_pvalue(counts, expected) > SIGNIFICANCE
@@ -86,7 +86,7 @@ def test_prompt_lookup_then_a_draft_model_follows_the_target_exactly():
     torch.manual_seed(11)
     passes = 0
     for _ in range(12_000):
-        result = generate(target, HybridDraft(ModelDraft(draft)), prompt, 3, gamma=3)
+        result = generate(target, HybridDraft(ModelDraft(draft)), prompt, max_new_tokens=3, gamma=3)
         counts[tuple(result.new_tokens)] += 1
         passes += result.stats.draft_calls
     assert chi_square_pvalue(counts, expected) > SIGNIFICANCE
@@ -100,7 +100,7 @@ def test_the_sequence_test_catches_a_draft_sampled_without_correction():
     counts = np.zeros([V] * 3)
     torch.manual_seed(0)
     for _ in range(12_000):
-        counts[tuple(generate_plain(draft, [0, 1], 3).new_tokens)] += 1
+        counts[tuple(generate_plain(draft, [0, 1], max_new_tokens=3).new_tokens)] += 1
     assert chi_square_pvalue(counts, expected) < SIGNIFICANCE
 
 
@@ -118,21 +118,22 @@ def test_the_sequence_tests_catch_a_rollback_off_by_one():
     broken = _KeepsOneRejected(table, "broken", noise_seed=3)
     prompts = [[0], [1, 4], [7, 7, 2], [3, 5, 6, 1]]
     greedy = SamplingConfig(0)
-    differs = sum(generate(broken, draft, p, 30, gamma=4, sampling=greedy).new_tokens !=
-                  generate_plain(broken, p, 30, sampling=greedy).new_tokens for p in prompts)
+    differs = sum(generate(broken, draft, p, max_new_tokens=30, gamma=4, sampling=greedy).new_tokens !=
+                  generate_plain(broken, p, max_new_tokens=30, sampling=greedy).new_tokens for p in prompts)
     assert differs > 0
     caught = 0
     for p in prompts:
         try:
-            checked_run(Generation(broken, draft, p, 30, gamma=4, sampling=greedy))
+            checked_run(Generation(broken, draft, p, max_new_tokens=30, gamma=4, sampling=greedy))
         except AssertionError as error:
             caught += "cache is off" in str(error)
     assert caught > 0
     bigram_target, bigram_draft = bigram_pair(seed=3)
     blind = type("Blind", (BigramLM,), {"rollback": lambda self, n: BigramLM.rollback(
         self, min(n + 1, self.length) if 0 < n < self.length else n)})(bigram_target.table, "blind")
-    assert all(generate(blind, bigram_draft, p, 30, gamma=4, sampling=greedy).new_tokens ==
-               generate_plain(blind, p, 30, sampling=greedy).new_tokens for p in prompts)  # why a bigram cannot tell
+    assert all(generate(blind, bigram_draft, p, max_new_tokens=30, gamma=4, sampling=greedy).new_tokens ==
+               generate_plain(blind, p, max_new_tokens=30, sampling=greedy).new_tokens
+               for p in prompts)  # why a bigram cannot tell
 
 
 @pytest.mark.parametrize("gamma", [1, 2, 4, 8])
@@ -142,8 +143,8 @@ def test_greedy_speculative_output_is_identical_to_plain(gamma):
     accepted = drafted = 0
     for _ in range(40):
         prompt = rng.integers(0, V, size=int(rng.integers(1, 6))).tolist()
-        plain = generate_plain(target, prompt, 30, sampling=SamplingConfig(0)).new_tokens
-        generation = Generation(target, draft, prompt, 30, gamma=gamma, sampling=SamplingConfig(0))
+        plain = generate_plain(target, prompt, max_new_tokens=30, sampling=SamplingConfig(0)).new_tokens
+        generation = Generation(target, draft, prompt, max_new_tokens=30, gamma=gamma, sampling=SamplingConfig(0))
         assert checked_run(generation) == plain
         assert len(plain) == 30
         accepted += generation.stats.tokens_accepted
@@ -154,7 +155,8 @@ def test_greedy_speculative_output_is_identical_to_plain(gamma):
 def test_sampled_runs_keep_the_cache_invariant_and_seeds_reproduce():
     target, draft = prefix_pair(seed=1)
     for gamma, seed in itertools.product((2, 5), range(5)):
-        runs = [checked_run(Generation(target, draft, [seed % V], 40, gamma=gamma, seed=seed)) for _ in range(2)]
+        runs = [checked_run(Generation(target, draft, [seed % V], max_new_tokens=40, gamma=gamma, seed=seed))
+                for _ in range(2)]
         assert runs[0] == runs[1]
 
 
@@ -175,23 +177,24 @@ def test_a_draft_with_a_short_window_drafts_from_its_most_recent_tokens():
         fresh.rollback(0)
         want = adjust(fresh.extend(torch.tensor(prompt[draft.start:]))[-1], SamplingConfig())
         torch.testing.assert_close(proposal.probs[0], want)
-        plain = generate_plain(target, prompt, 25, sampling=greedy).new_tokens
-        assert generate(target, draft, prompt, 25, gamma=gamma, sampling=greedy).new_tokens == plain
+        plain = generate_plain(target, prompt, max_new_tokens=25, sampling=greedy).new_tokens
+        assert generate(target, draft, prompt, max_new_tokens=25, gamma=gamma, sampling=greedy).new_tokens == plain
 
 
 def test_greedy_is_identical_even_with_a_poor_draft():
     target = bigram_pair(seed=0)[0]
     poor = BigramLM(torch.softmax(torch.randn(V, V, generator=torch.Generator().manual_seed(1)), -1), "poor")
     for prompt in ([0], [1, 4], [7, 7, 2]):
-        plain = generate_plain(target, prompt, 25, sampling=SamplingConfig(0)).new_tokens
-        assert generate(target, poor, prompt, 25, gamma=4, sampling=SamplingConfig(0)).new_tokens == plain
+        plain = generate_plain(target, prompt, max_new_tokens=25, sampling=SamplingConfig(0)).new_tokens
+        result = generate(target, poor, prompt, max_new_tokens=25, gamma=4, sampling=SamplingConfig(0))
+        assert result.new_tokens == plain
 
 
 @pytest.mark.parametrize("gamma", [3, 5, 7])
 def test_tokens_per_target_call_matches_the_formula(gamma):
     """A long run: measured tokens per target call within 2% of expected_tokens(measured alpha, gamma)."""
     target, draft = bigram_pair(seed=0)
-    stats = generate(target, draft, [0], 30_000, gamma=gamma, seed=11).stats
+    stats = generate(target, draft, [0], max_new_tokens=30_000, gamma=gamma, seed=11).stats
     assert stats.tokens_per_target_call == pytest.approx(expected_tokens(stats.alpha, gamma), rel=0.02)
     assert 0.85 <= stats.alpha <= 1.0  # the draft agrees 85-100% of the time
 
@@ -204,7 +207,7 @@ def test_toy_draft_agrees_85_to_100_percent_in_every_row():
 
 def test_stats_are_consistent():
     target, draft = bigram_pair(seed=0)
-    result = generate(target, draft, [0], 200, gamma=4, seed=5)
+    result = generate(target, draft, [0], max_new_tokens=200, gamma=4, seed=5)
     s = result.stats
     assert s.rounds == s.target_calls == len(result.rounds) == len(s.accepted_per_round)
     assert s.tokens_accepted == sum(r.n_accepted for r in result.rounds)
@@ -219,22 +222,23 @@ def test_stats_are_consistent():
 
 def test_plain_decoding_makes_one_target_call_per_token():
     target, _ = bigram_pair()
-    s = generate_plain(target, [0], 50, seed=1).stats
+    s = generate_plain(target, [0], max_new_tokens=50, seed=1).stats
     assert s.target_calls == s.rounds == 50 and s.tokens_per_target_call == 1.0 and s.alpha is None
 
 
 def test_a_round_that_overshoots_is_trimmed_and_seeds_reproduce():
     target, draft = bigram_pair()
     for n in (0, 1, 2, 7, 13):
-        result = generate(target, draft, [0], n, gamma=5, seed=2)
+        result = generate(target, draft, [0], max_new_tokens=n, gamma=5, seed=2)
         assert len(result.new_tokens) == n
-    assert generate(target, draft, [0], 40, seed=9).new_tokens == generate(target, draft, [0], 40, seed=9).new_tokens
+    twice = [generate(target, draft, [0], max_new_tokens=40, seed=9).new_tokens for _ in range(2)]
+    assert twice[0] == twice[1]
 
 
 def test_stop_tokens_end_the_output_after_the_stop_token():
     target, draft = bigram_pair()
     stop = WORDS.index("mat")
-    result = generate(target, draft, [0], 500, gamma=5, seed=4, stop_token_ids=[stop])
+    result = generate(target, draft, [0], max_new_tokens=500, gamma=5, seed=4, stop_token_ids=[stop])
     assert result.stop_reason == "stop_token"
     assert result.new_tokens[-1] == stop and stop not in result.new_tokens[:-1]
 
@@ -253,8 +257,8 @@ class _NoGuess:
 
 def test_a_draft_may_propose_nothing():
     target, _ = bigram_pair()
-    result = generate(target, _NoGuess(), [0], 10, gamma=4, seed=1)
-    assert result.new_tokens == generate_plain(target, [0], 10, seed=1).new_tokens
+    result = generate(target, _NoGuess(), [0], max_new_tokens=10, gamma=4, seed=1)
+    assert result.new_tokens == generate_plain(target, [0], max_new_tokens=10, seed=1).new_tokens
     assert result.stats.target_calls == 10
 
 
@@ -267,7 +271,7 @@ def test_a_draft_model_with_a_smaller_vocabulary_is_padded_with_zero_probability
             return super().extend(tokens.clamp(max=5), keep)
 
     draft = ModelDraft(Wide(small.table, "small"), vocab_size=V)
-    result = generate(BigramLM(p, "t"), draft, [0], 60, gamma=3, seed=0)
+    result = generate(BigramLM(p, "t"), draft, [0], max_new_tokens=60, gamma=3, seed=0)
     drafted = [t for r in result.rounds for t in r.drafted]
     assert max(drafted) <= 5 and len(result.new_tokens) == 60
 
@@ -275,7 +279,7 @@ def test_a_draft_model_with_a_smaller_vocabulary_is_padded_with_zero_probability
 def test_the_context_window_ends_generation():
     target, draft = bigram_pair()
     target.max_length = draft.max_length = 10
-    result = generate(target, draft, [0, 1, 4], 100, gamma=5, seed=0)
+    result = generate(target, draft, [0, 1, 4], max_new_tokens=100, gamma=5, seed=0)
     assert result.stop_reason == "context" and len(result.new_tokens) == 8  # 3 + 8 = 11 = window + one last token
 
 
@@ -295,24 +299,33 @@ def test_bad_arguments_raise_clear_value_errors(kwargs, message):
         generate(target, draft, **args)
 
 
+def test_the_options_are_passed_by_name():
+    """Positions cannot bind a value to the wrong option: every option after the prompt is keyword-only."""
+    target, draft = bigram_pair()
+    with pytest.raises(TypeError):
+        generate(target, draft, [0], 5)
+    with pytest.raises(TypeError, match="gamma"):
+        generate_plain(target, [0], max_new_tokens=5, gamma=3)
+
+
 def test_mismatched_vocabularies_are_refused():
     target, _ = bigram_pair()
     other = BigramLM(torch.full((5, 5), 0.2), "five words")
     with pytest.raises(ValueError, match="vocabularies differ in size: target 8, draft 5"):
-        generate(target, other, [0], 5)
+        generate(target, other, [0], max_new_tokens=5)
 
 
 def test_the_prompt_must_fit_the_context_window():
     target, draft = bigram_pair()
     target.max_length = 4
     with pytest.raises(ValueError, match="context window"):
-        Generation(target, draft, [0, 1, 2, 3], 5)
+        Generation(target, draft, [0, 1, 2, 3], max_new_tokens=5)
 
 
 def test_a_prompt_tensor_is_accepted():
     target, draft = bigram_pair()
-    a = generate(target, draft, torch.tensor([0, 1]), 10, seed=3).new_tokens
-    assert a == generate(target, draft, [0, 1], 10, seed=3).new_tokens
+    a = generate(target, draft, torch.tensor([0, 1]), max_new_tokens=10, seed=3).new_tokens
+    assert a == generate(target, draft, [0, 1], max_new_tokens=10, seed=3).new_tokens
 
 
 def test_the_hybrid_copies_when_the_text_repeats_and_asks_the_model_otherwise():
@@ -330,7 +343,7 @@ def test_a_draft_that_is_the_target_itself_is_refused():
     target, _ = bigram_pair()
     for draft in (target, ModelDraft(target)):
         with pytest.raises(ValueError, match="the draft is the target model itself"):
-            generate(target, draft, [0], 5, gamma=2)
+            generate(target, draft, [0], max_new_tokens=5, gamma=2)
 
 
 def test_greedy_decoding_of_nan_logits_is_an_error():
@@ -341,6 +354,6 @@ def test_greedy_decoding_of_nan_logits_is_an_error():
     target, draft = bigram_pair()
     broken = Broken(target.table, "broken")
     with pytest.raises(ValueError, match="NaN"):
-        generate_plain(broken, [0], 3, sampling=SamplingConfig(0))
+        generate_plain(broken, [0], max_new_tokens=3, sampling=SamplingConfig(0))
     with pytest.raises(ValueError, match="NaN"):
-        generate(broken, draft, [0], 3, gamma=2, sampling=SamplingConfig(0))
+        generate(broken, draft, [0], max_new_tokens=3, gamma=2, sampling=SamplingConfig(0))

@@ -84,7 +84,7 @@ def test_the_saved_layout_has_every_key_an_eagle3_loader_reads(tiny, tmp_path):
 
 def test_proposals_have_the_right_shapes_and_q_is_zero_outside_the_draft_vocabulary(tiny, tmp_path):
     draft = load_draft(f"eagle:{make_head(tiny, tmp_path / 'head', draft_vocab=6)}", tiny)
-    result = generate(tiny.model, draft, [2, 3, 4, 5], 12, gamma=3, sampling=SamplingConfig(1.0), seed=0)
+    result = generate(tiny.model, draft, [2, 3, 4, 5], max_new_tokens=12, gamma=3, sampling=SamplingConfig(1.0), seed=0)
     assert result.stats.tokens_drafted > 0
     context = [2, 3, 4, 5, *result.new_tokens]
     draft_vocabulary = set(draft.head.draft_ids.tolist())
@@ -128,10 +128,10 @@ def test_greedy_output_is_identical_to_plain_decoding(tiny, tmp_path):
     draft = load_draft(f"eagle:{make_head(tiny, tmp_path / 'head')}", tiny)
     hybrid = load_draft(f"lookup+eagle:{tmp_path / 'head'}", tiny)
     for prompt in ([2], [2, 3, 4], [5, 5, 6, 7, 8, 9, 2, 3], [11, 10, 2, 2, 2, 2]):
-        plain = generate_plain(tiny.model, prompt, 30, GREEDY).new_tokens
+        plain = generate_plain(tiny.model, prompt, max_new_tokens=30, sampling=GREEDY).new_tokens
         for d in (draft, hybrid):
             for gamma in (1, 4, "auto"):
-                result = generate(tiny.model, d, prompt, 30, gamma=gamma, sampling=GREEDY)
+                result = generate(tiny.model, d, prompt, max_new_tokens=30, gamma=gamma, sampling=GREEDY)
                 assert result.new_tokens == plain, (prompt, d.name, gamma)
                 assert result.stats.tokens_drafted > 0
 
@@ -152,7 +152,7 @@ def test_sampled_output_keeps_the_targets_distribution(tiny, tmp_path):
     counts = np.zeros(V * V)
     drafted = 0
     for seed in range(3000):
-        result = generate(model, draft, prompt, 2, gamma=3, sampling=SamplingConfig(1.0), seed=seed)
+        result = generate(model, draft, prompt, max_new_tokens=2, gamma=3, sampling=SamplingConfig(1.0), seed=seed)
         counts[result.new_tokens[0] * V + result.new_tokens[1]] += 1
         drafted += result.stats.tokens_drafted
     assert drafted > 0
@@ -178,7 +178,8 @@ def test_a_short_training_run_lowers_held_out_loss_and_beats_a_random_head(tiny,
     documents = []  # the tiny target's own sampled text
     for seed in range(48):
         prompt = [2 + seed % VOCAB_WORDS]
-        documents.append(prompt + generate_plain(model, prompt, 40, SamplingConfig(1.0), seed=seed).new_tokens)
+        documents.append(prompt + generate_plain(model, prompt, max_new_tokens=40, sampling=SamplingConfig(1.0),
+                                                 seed=seed).new_tokens)
     budget = EagleBudget(seq_len=48, batch=8, rollout=2, lr=3e-3, train_seconds=600)
     random_dir = make_head(tiny, tmp_path / "random")
     out = tmp_path / "trained"
@@ -194,7 +195,7 @@ def test_a_short_training_run_lowers_held_out_loss_and_beats_a_random_head(tiny,
         draft = load_draft(f"eagle:{directory}", tiny)
         accepted = rejected = 0
         for seed in range(6):
-            s = generate(model, draft, [2 + seed, 3], 40, gamma=3, sampling=GREEDY).stats
+            s = generate(model, draft, [2 + seed, 3], max_new_tokens=40, gamma=3, sampling=GREEDY).stats
             accepted, rejected = accepted + s.tokens_accepted, rejected + s.rejections
         return accepted / max(accepted + rejected, 1)
 
@@ -278,7 +279,7 @@ def test_the_eagle_draft_is_refused_clearly_where_it_cannot_run(tiny, tmp_path):
     tiny.model.feature_layers = ()  # another draft (or user) changed what the target keeps
     try:
         with pytest.raises(ValueError, match="another target"):
-            generate(tiny.model, draft, [2, 3], 4)
+            generate(tiny.model, draft, [2, 3], max_new_tokens=4)
     finally:
         tiny.model.feature_layers = draft.feature_layers
 
@@ -297,6 +298,7 @@ def test_the_shipped_head_loads_offline_for_smollm2_and_drafts_what_it_reports(s
     assert draft.feature_layers == (2, 15, 27) == tuple(config["specdecode"]["feature_layers"])
     assert len(draft.head.draft_ids) == config["draft_vocab_size"]
     ids = target.tokenizer.encode("Name three rivers in Europe.")
-    plain = generate_plain(target.model, ids, 24, GREEDY).new_tokens
-    result = generate(target.model, load_draft("lookup+eagle", target), ids, 24, gamma="auto", sampling=GREEDY)
+    plain = generate_plain(target.model, ids, max_new_tokens=24, sampling=GREEDY).new_tokens
+    result = generate(target.model, load_draft("lookup+eagle", target), ids, max_new_tokens=24, gamma="auto",
+                      sampling=GREEDY)
     assert result.new_tokens == plain and result.stats.tokens_accepted > 0

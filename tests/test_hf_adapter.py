@@ -71,7 +71,7 @@ def test_sampled_continuations_follow_the_target(config):
     torch.manual_seed(0)
     accepted = 0
     for _ in range(5000):
-        result = generate(target, draft, prompt, 2, gamma=2, sampling=config)
+        result = generate(target, draft, prompt, max_new_tokens=2, gamma=2, sampling=config)
         counts[tuple(result.new_tokens)] += 1
         accepted += result.stats.tokens_accepted
     assert accepted > 500  # the draft is really being used
@@ -84,22 +84,23 @@ def test_greedy_identity_with_a_tiny_draft_model():
     rng = random.Random(1)
     for gamma, _ in itertools.product((1, 3, 6), range(5)):
         prompt = [rng.randrange(64) for _ in range(rng.randint(1, 8))]
-        plain = generate_plain(target, prompt, 30, sampling=SamplingConfig(0)).new_tokens
-        assert generate(target, draft, prompt, 30, gamma=gamma, sampling=SamplingConfig(0)).new_tokens == plain
+        plain = generate_plain(target, prompt, max_new_tokens=30, sampling=SamplingConfig(0)).new_tokens
+        result = generate(target, draft, prompt, max_new_tokens=30, gamma=gamma, sampling=SamplingConfig(0))
+        assert result.new_tokens == plain
 
 
 def test_a_draft_with_a_smaller_vocabulary_is_padded():
     target = HFCausalLM(tiny_llama(vocab_size=40, seed=5, scale=4.0))
     draft = ModelDraft(HFCausalLM(tiny_llama(vocab_size=32, seed=6)), vocab_size=40)
-    plain = generate_plain(target, [1, 2], 20, sampling=SamplingConfig(0)).new_tokens
-    result = generate(target, draft, [1, 2], 20, gamma=3, sampling=SamplingConfig(0))
+    plain = generate_plain(target, [1, 2], max_new_tokens=20, sampling=SamplingConfig(0)).new_tokens
+    result = generate(target, draft, [1, 2], max_new_tokens=20, gamma=3, sampling=SamplingConfig(0))
     assert result.new_tokens == plain
 
 
 def test_the_context_window_is_respected():
     target = HFCausalLM(tiny_llama(vocab_size=16, max_positions=24))
     draft = ModelDraft(HFCausalLM(tiny_llama(vocab_size=16, seed=9, max_positions=24)))
-    result = generate(target, draft, list(range(10)), 100, gamma=5, seed=0)
+    result = generate(target, draft, list(range(10)), max_new_tokens=100, gamma=5, seed=0)
     assert result.stop_reason == "context" and 10 + len(result.new_tokens) <= 25
 
 
@@ -112,8 +113,8 @@ def test_a_prompt_longer_than_the_draft_window_drafts_from_its_most_recent_token
     rng = random.Random(2)
     for length, gamma in [(15, 4), (16, 5), (17, 1), (40, 3), (60, 16)]:
         prompt = [rng.randrange(16) for _ in range(length)]
-        plain = generate_plain(target, prompt, 40, sampling=SamplingConfig(0)).new_tokens
-        result = generate(target, draft, prompt, 40, gamma=gamma, sampling=SamplingConfig(0))
+        plain = generate_plain(target, prompt, max_new_tokens=40, sampling=SamplingConfig(0)).new_tokens
+        result = generate(target, draft, prompt, max_new_tokens=40, gamma=gamma, sampling=SamplingConfig(0))
         assert result.new_tokens == plain
         assert draft.model.length <= 16
         assert result.stats.tokens_drafted >= 40 / 2  # the draft proposed in every round

@@ -93,8 +93,9 @@ def test_greedy_speculative_output_is_bitwise_plain(target, draft_name):
     drafted = 0
     for prompt in load_prompts("test")[::5][:12]:
         ids = tok.encode(prompt.prompt)
-        plain = generate_plain(target.model, ids, 32, sampling=SamplingConfig(0), stop_token_ids=tok.stop_token_ids)
-        spec = generate(target.model, draft, ids, 32, gamma=4, sampling=SamplingConfig(0),
+        plain = generate_plain(target.model, ids, max_new_tokens=32, sampling=SamplingConfig(0),
+                               stop_token_ids=tok.stop_token_ids)
+        spec = generate(target.model, draft, ids, max_new_tokens=32, gamma=4, sampling=SamplingConfig(0),
                         stop_token_ids=tok.stop_token_ids)
         assert spec.new_tokens == plain.new_tokens, prompt.id
         drafted += spec.stats.tokens_accepted

@@ -140,8 +140,10 @@ def test_greedy_speculative_output_is_bitwise_plain(smollm2_native):
     draft = load_draft("prompt-lookup", smollm2_native)
     for prompt in load_prompts("test")[::3] + load_prompts("test")[1::3][:10]:
         ids = tok.encode(prompt.prompt)
-        plain = generate_plain(target, ids, 24, sampling=SamplingConfig(0), stop_token_ids=tok.stop_token_ids)
-        spec = generate(target, draft, ids, 24, gamma=5, sampling=SamplingConfig(0), stop_token_ids=tok.stop_token_ids)
+        plain = generate_plain(target, ids, max_new_tokens=24, sampling=SamplingConfig(0),
+                               stop_token_ids=tok.stop_token_ids)
+        spec = generate(target, draft, ids, max_new_tokens=24, gamma=5, sampling=SamplingConfig(0),
+                        stop_token_ids=tok.stop_token_ids)
         assert spec.new_tokens == plain.new_tokens, prompt.id
 
 
@@ -154,8 +156,9 @@ def test_native_speculative_greedy_equals_transformers_plain_greedy(smollm2_fp32
     tok = native.tokenizer
     for prompt in load_prompts("test", ("code_edit", "summarize", "qa"))[:6]:
         ids = tok.encode(prompt.prompt)
-        want = generate_plain(reference, ids, 20, sampling=SamplingConfig(0), stop_token_ids=tok.stop_token_ids)
-        got = generate(native.model, draft, ids, 20, gamma=4, sampling=SamplingConfig(0),
+        want = generate_plain(reference, ids, max_new_tokens=20, sampling=SamplingConfig(0),
+                              stop_token_ids=tok.stop_token_ids)
+        got = generate(native.model, draft, ids, max_new_tokens=20, gamma=4, sampling=SamplingConfig(0),
                        stop_token_ids=tok.stop_token_ids)
         assert got.new_tokens == want.new_tokens, prompt.id
 

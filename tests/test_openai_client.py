@@ -88,7 +88,7 @@ def test_stop_in_chat_streamed_or_not(client):
 def plain_greedy(n: int, top: int):
     """Plain decoding of the toy target after "the", greedy, with logprobs: what the server must report."""
     target, _ = bigram_pair()
-    return generate_plain(target, [0], n, sampling=SamplingConfig(0), logprobs=top, tokenizer=TOKENIZER)
+    return generate_plain(target, [0], max_new_tokens=n, sampling=SamplingConfig(0), logprobs=top, tokenizer=TOKENIZER)
 
 
 def test_completion_logprobs_equal_plain_decodings_exactly(client):

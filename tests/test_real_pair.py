@@ -126,9 +126,10 @@ def test_greedy_speculative_output_equals_plain_with_the_draft_model(target):
     drafts = [model_draft, HybridDraft(model_draft)]
     for prompt in load_prompts("test", ("code_write", "code_edit", "chat"))[::2][:3]:
         ids = tok.encode(prompt.prompt)
-        plain = generate_plain(target.model, ids, 24, sampling=SamplingConfig(0), stop_token_ids=tok.stop_token_ids)
+        plain = generate_plain(target.model, ids, max_new_tokens=24, sampling=SamplingConfig(0),
+                               stop_token_ids=tok.stop_token_ids)
         for draft, gamma in zip(drafts, (3, "auto"), strict=True):
-            spec = generate(target.model, draft, ids, 24, gamma=gamma, sampling=SamplingConfig(0),
+            spec = generate(target.model, draft, ids, max_new_tokens=24, gamma=gamma, sampling=SamplingConfig(0),
                             stop_token_ids=tok.stop_token_ids)
             assert spec.new_tokens == plain.new_tokens, (prompt.id, draft.name)
             assert spec.stats.tokens_accepted > 0

@@ -27,7 +27,7 @@ def test_tokens_accepted_counts_only_emitted_drafts():
     target, _ = bigram_pair()
     copy = BigramLM(target.table, "copy of the target")
     on = WORDS.index("on")
-    result = generate(target, copy, [0], 50, gamma=5, sampling=SamplingConfig(0), stop_token_ids=[on])
+    result = generate(target, copy, [0], max_new_tokens=50, gamma=5, sampling=SamplingConfig(0), stop_token_ids=[on])
     assert result.rounds[0].n_accepted == 5 and result.new_tokens == [1, 4, on]
     s = result.stats
     assert s.tokens_accepted == 3 == sum(s.accepted_per_round) and s.rejections == 0 and s.alpha == 1.0
@@ -39,7 +39,7 @@ def test_every_new_token_is_an_accepted_draft_or_a_rounds_own_token(seed):
     """With stop tokens and stop strings cutting rounds short, tokens_accepted + the rounds whose own (corrected or
     bonus) token was emitted = the new tokens; and alpha never counts drafts the output did not use."""
     target, draft = bigram_pair()
-    result = generate(target, draft, [0], 60, gamma=6, seed=seed, stop_token_ids=[WORDS.index("fish")],
+    result = generate(target, draft, [0], max_new_tokens=60, gamma=6, seed=seed, stop_token_ids=[WORDS.index("fish")],
                       stop=["ran on"], tokenizer=TOKENIZER)
     s = result.stats
     own = sum(len(r.emitted) > r.n_accepted for r in result.rounds)
@@ -55,9 +55,10 @@ def test_the_text_ends_before_the_first_match_and_generation_halts_at_once(stops
     target, draft = bigram_pair()
     matched = 0
     for seed in range(6):
-        full = generate(target, draft, [0], 120, gamma=4, sampling=config, seed=seed, tokenizer=TOKENIZER)
+        full = generate(target, draft, [0], max_new_tokens=120, gamma=4, sampling=config, seed=seed,
+                        tokenizer=TOKENIZER)
         cut = first_match(full.text, stops)
-        result = generate(target, draft, [0], 120, gamma=4, sampling=config, seed=seed, stop=stops,
+        result = generate(target, draft, [0], max_new_tokens=120, gamma=4, sampling=config, seed=seed, stop=stops,
                           tokenizer=TOKENIZER)
         if cut is None:
             assert result.stop_reason == "length" and result.text == full.text
@@ -82,8 +83,8 @@ def test_a_growing_text_never_shows_what_becomes_a_stop_string(stops):
     target, draft = bigram_pair()
     held = 0
     for seed in range(10):
-        generation = Generation(target, draft, [0], 300, 4, SamplingConfig(1.0), seed, stop=stops,
-                                tokenizer=TOKENIZER)
+        generation = Generation(target, draft, [0], max_new_tokens=300, gamma=4, sampling=SamplingConfig(1.0),
+                                seed=seed, stop=stops, tokenizer=TOKENIZER)
         shown = []
         for _ in generation:
             shown.append(generation.text(final=False))
@@ -99,8 +100,9 @@ def test_a_growing_text_never_shows_what_becomes_a_stop_string(stops):
 def test_greedy_with_stop_strings_is_identical_to_plain():
     target, draft = bigram_pair()
     for stops in (["cat sat on the"], ["on the c"], ["sat"]):
-        spec = generate(target, draft, [0], 40, gamma=5, sampling=SamplingConfig(0), stop=stops, tokenizer=TOKENIZER)
-        plain = generate_plain(target, [0], 40, sampling=SamplingConfig(0), stop=stops, tokenizer=TOKENIZER)
+        options = {"max_new_tokens": 40, "sampling": SamplingConfig(0), "stop": stops, "tokenizer": TOKENIZER}
+        spec = generate(target, draft, [0], gamma=5, **options)
+        plain = generate_plain(target, [0], **options)
         assert (spec.new_tokens, spec.text, spec.stop_reason) == (plain.new_tokens, plain.text, "stop_string")
 
 
@@ -125,7 +127,7 @@ def test_bad_stop_strings_raise_clear_value_errors(stop, limit, message):
 def test_stop_strings_need_a_tokenizer():
     target, draft = bigram_pair()
     with pytest.raises(ValueError, match="tokenizer"):
-        generate(target, draft, [0], 5, stop=["mat"])
+        generate(target, draft, [0], max_new_tokens=5, stop=["mat"])
 
 
 # --- logprobs -------------------------------------------------------------------------------------------------------
@@ -133,8 +135,8 @@ def test_stop_strings_need_a_tokenizer():
 def test_greedy_logprobs_equal_plain_decodings_exactly():
     target, draft = bigram_pair()
     for prompt, gamma in (([0], 5), ([0, 1, 4], 2), ([3], 7)):
-        spec = generate(target, draft, prompt, 60, gamma=gamma, sampling=SamplingConfig(0), logprobs=4)
-        plain = generate_plain(target, prompt, 60, sampling=SamplingConfig(0), logprobs=4)
+        spec = generate(target, draft, prompt, max_new_tokens=60, gamma=gamma, sampling=SamplingConfig(0), logprobs=4)
+        plain = generate_plain(target, prompt, max_new_tokens=60, sampling=SamplingConfig(0), logprobs=4)
         assert spec.new_tokens == plain.new_tokens
         assert spec.logprobs == plain.logprobs  # bit for bit, every token's and every alternative's
         assert len(spec.logprobs) == 60 and all(len(s.top) == 4 for s in spec.logprobs)
@@ -149,7 +151,7 @@ def test_each_logprob_is_the_targets_adjusted_list_at_that_position(config):
     target, draft = bigram_pair()
     rows = target.table.log().softmax(-1) if config.greedy else adjust(target.table.log(), config)  # [V, V]
     for seed in range(5):
-        result = generate(target, draft, [0], 80, gamma=5, sampling=config, seed=seed, logprobs=V_TOP,
+        result = generate(target, draft, [0], max_new_tokens=80, gamma=5, sampling=config, seed=seed, logprobs=V_TOP,
                           stop_token_ids=[WORDS.index("fish")], stop=["ran on"], tokenizer=TOKENIZER)
         assert [s.token for s in result.logprobs] == result.new_tokens
         assert sum(len(r.logprobs) for r in result.rounds) == len(result.new_tokens)
@@ -167,11 +169,11 @@ V_TOP = 5
 
 def test_no_logprobs_unless_asked_and_bad_counts_are_refused():
     target, draft = bigram_pair()
-    assert generate(target, draft, [0], 5).logprobs is None
-    assert generate(target, draft, [0], 5, logprobs=0).logprobs[0].top == []
+    assert generate(target, draft, [0], max_new_tokens=5).logprobs is None
+    assert generate(target, draft, [0], max_new_tokens=5, logprobs=0).logprobs[0].top == []
     for bad in (-1, 9, True, 1.5):
         with pytest.raises(ValueError, match="logprobs"):
-            generate(target, draft, [0], 5, logprobs=bad)
+            generate(target, draft, [0], max_new_tokens=5, logprobs=bad)
 
 
 # --- the command line -----------------------------------------------------------------------------------------------
@@ -291,5 +293,5 @@ def test_every_bit_of_a_seed_counts():
         with pytest.raises(ValueError, match="seed"):
             seeded(bad)
     target, draft = bigram_pair()
-    texts = {generate(target, draft, [0], 40, seed=s, tokenizer=TOKENIZER).text for s in (5, 2**32 + 5)}
+    texts = {generate(target, draft, [0], max_new_tokens=40, seed=s, tokenizer=TOKENIZER).text for s in (5, 2**32 + 5)}
     assert len(texts) == 2

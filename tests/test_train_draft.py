@@ -29,8 +29,9 @@ def test_training_on_a_tiny_budget_writes_a_loadable_draft_whose_loss_went_down(
     target = load_target(str(target_dir), dtype="float32")
     draft = load_draft(str(out), target, dtype="float32")  # the tokenizer check passes
     ids = target.tokenizer.encode("Explain gravity in simple terms.", chat=False)
-    plain = generate_plain(target.model, ids, 12, sampling=SamplingConfig(0)).new_tokens
-    assert generate(target.model, draft, ids, 12, gamma=3, sampling=SamplingConfig(0)).new_tokens == plain
+    plain = generate_plain(target.model, ids, max_new_tokens=12, sampling=SamplingConfig(0)).new_tokens
+    result = generate(target.model, draft, ids, max_new_tokens=12, gamma=3, sampling=SamplingConfig(0))
+    assert result.new_tokens == plain
 
     from transformers import AutoModelForCausalLM  # a standard transformers checkpoint: it also works as assistant
 

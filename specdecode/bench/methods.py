@@ -49,8 +49,8 @@ def ours(name: str, target: CausalLM, draft: Draft | None, gamma: int | str, sto
     def run(prompt_ids, sampling, max_new_tokens, seed):
         if hasattr(target, "clear"):  # no reuse of another run's cached prompt: every method starts cold
             target.clear()
-        generation = Generation(target, draft, prompt_ids, max_new_tokens, schedule if draft else 5, sampling, seed,
-                                stops)
+        generation = Generation(target, draft, prompt_ids, max_new_tokens=max_new_tokens, gamma=schedule,
+                                sampling=sampling, seed=seed, stop_token_ids=stops)
         with torch_threads(getattr(target, "torch_threads", None)):
             generation.run()
         return Outcome(generation.new_tokens, generation.stats.seconds, generation.stats)

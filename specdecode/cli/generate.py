@@ -81,8 +81,9 @@ def _generate(args: argparse.Namespace, target: Target, sampling: SamplingConfig
     draft_name = draft.name if draft is not None else "none"
     prompt_ids = target.tokenizer.encode(args.prompt, chat=not args.raw)
     stops = target.tokenizer.stop_token_ids
-    generation = Generation(target.model, draft, prompt_ids, args.max_new_tokens, args.gamma, sampling, args.seed,
-                            stops, args.stop, target.tokenizer)
+    options = {"max_new_tokens": args.max_new_tokens, "gamma": args.gamma, "sampling": sampling, "seed": args.seed,
+               "stop_token_ids": stops, "stop": args.stop, "tokenizer": target.tokenizer}
+    generation = Generation(target.model, draft, prompt_ids, **options)
     console = make_console()
     if args.json:
         generation.run()
@@ -94,10 +95,8 @@ def _generate(args: argparse.Namespace, target: Target, sampling: SamplingConfig
               "draft": draft_name, "target": target.name, "engine": target.engine, "dtype": args.dtype,
               "threads": getattr(target.model, "threads", torch.get_num_threads()), "sampling": sampling.describe()}
     if args.compare:
-        report |= _compare(lambda d: Generation(target.model, d, prompt_ids, args.max_new_tokens,
-                                                args.gamma if d is not None else 0, sampling, args.seed, stops,
-                                                args.stop, target.tokenizer), draft, generation.new_tokens,
-                           sampling.greedy)
+        report |= _compare(lambda d: Generation(target.model, d, prompt_ids, **options), draft,
+                           generation.new_tokens, sampling.greedy)
     if args.json:
         print(json.dumps(report))
         return 0

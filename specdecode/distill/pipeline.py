@@ -103,8 +103,9 @@ def evaluate(target: Target, draft_dir: Path, n_prompts: int, max_new_tokens: in
         accepted = rejected = draft_calls = target_calls = 0
         draft_s = target_s = 0.0
         for i, p in enumerate(tqdm(prompts, desc=f"held-out alpha ({name.replace('_', ' ')})", unit="prompt")):
-            s = generate(target.model, draft, target.tokenizer.encode(p.prompt), max_new_tokens, gamma=4,
-                         sampling=sampling, seed=seed + i, stop_token_ids=target.tokenizer.stop_token_ids).stats
+            s = generate(target.model, draft, target.tokenizer.encode(p.prompt), max_new_tokens=max_new_tokens,
+                         gamma=4, sampling=sampling, seed=seed + i,
+                         stop_token_ids=target.tokenizer.stop_token_ids).stats
             accepted, rejected = accepted + s.tokens_accepted, rejected + s.rejections
             draft_calls, target_calls = draft_calls + s.draft_calls, target_calls + s.target_calls
             draft_s, target_s = draft_s + s.draft_seconds, target_s + s.target_seconds

@@ -77,8 +77,8 @@ def toy_round(request: ToyRoundRequest) -> dict:
     """Exactly one round of the toy pair through `Generation`, after request.tokens."""
     target, draft = bigram_pair()
     seed = request.seed if request.seed is not None else secrets.randbits(62)
-    generation = Generation(target, ModelDraft(draft), request.tokens, request.gamma + 1, request.gamma,
-                            SamplingConfig(request.temperature), seed)
+    generation = Generation(target, ModelDraft(draft), request.tokens, max_new_tokens=request.gamma + 1,
+                            gamma=request.gamma, sampling=SamplingConfig(request.temperature), seed=seed)
     steps = iter(generation)
     rnd = next(steps)
     steps.close()

@@ -215,9 +215,10 @@ class Service:
         shared = gamma == "auto" and self.controller is not None and request.seed is None
         schedule = self.controller if shared else gamma
         tokenizer = loaded.target.tokenizer
-        generations = [Generation(loaded.target.model, loaded.draft, ids, max_tokens, schedule, sampling,
-                                  None if request.seed is None else request.seed + i, tokenizer.stop_token_ids, stop,
-                                  tokenizer, request.top_logprobs_wanted) for i in range(choices)]
+        generations = [Generation(loaded.target.model, loaded.draft, ids, max_new_tokens=max_tokens, gamma=schedule,
+                                  sampling=sampling, seed=None if request.seed is None else request.seed + i,
+                                  stop_token_ids=tokenizer.stop_token_ids, stop=stop, tokenizer=tokenizer,
+                                  logprobs=request.top_logprobs_wanted) for i in range(choices)]
         echo = request.prompt if isinstance(request, CompletionRequest) and request.echo else None
         return Job(loaded, generations, len(ids), gamma if loaded.draft is not None else 0, list(ids), echo)
 
