@@ -16,20 +16,21 @@ t_draft = c T(1) this is exactly `analysis.best_gamma(alpha, c)`.
 from __future__ import annotations
 
 from .analysis import expected_tokens
+from .models.base import VERIFY_SLOPE, CausalLM
 
 
 class AdaptiveGamma:
     """Chooses gamma per round; `update` it with what the round did."""
 
     def __init__(self, max_gamma: int = 10, prior_alpha: float = 0.6, prior_weight: float = 4.0,
-                 prior_slope: float = 0.06, memory: float = 0.97, explore_every: int = 8,
+                 prior_slope: float = VERIFY_SLOPE, memory: float = 0.97, explore_every: int = 8,
                  fixed_costs: tuple[float, float] | None = None):
         """fixed_costs=(slope, c): assume T(k) = 1 + slope (k - 1) and a draft pass costing c T(1) instead of timing
         the passes; the choices then depend only on which drafts were accepted."""
         if max_gamma < 1:
             raise ValueError(f"max_gamma must be >= 1, got {max_gamma}")
         self.max_gamma = max_gamma
-        self.prior_slope = prior_slope  # T(k) / T(1) - 1 per extra token, until measured (0.06: bf16 on this CPU)
+        self.prior_slope = prior_slope  # T(k) / T(1) - 1 per extra token, until measured
         self.memory = memory  # each round's evidence is worth `memory` times less one round later
         self.explore_every = explore_every
         self.fixed_costs = fixed_costs
@@ -41,15 +42,15 @@ class AdaptiveGamma:
         self._plain_rounds = 0
 
     @classmethod
-    def for_target(cls, target, max_gamma: int = 10) -> AdaptiveGamma:
-        """A timed controller whose prior verify slope is the target engine's own (`verify_slope`, measured on the
-        CPUs seen: about 0.06 per token for the native engine, 0.6 for llama.cpp)."""
-        return cls(max_gamma, prior_slope=getattr(target, "verify_slope", 0.06))
+    def for_target(cls, target: CausalLM, max_gamma: int = 10) -> AdaptiveGamma:
+        """A timed controller whose prior verify slope is the target engine's own (`CausalLM.verify_slope`, measured
+        on the CPUs seen: `VERIFY_SLOPE` per token for the native engine, 0.6 for llama.cpp)."""
+        return cls(max_gamma, prior_slope=target.verify_slope)
 
     @classmethod
-    def reproducible(cls, max_gamma: int = 10, slope: float = 0.06) -> AdaptiveGamma:
+    def reproducible(cls, max_gamma: int = 10, slope: float = VERIFY_SLOPE) -> AdaptiveGamma:
         """A controller whose schedule a seed reproduces: costs fixed rather than timed, since timings differ from
-        run to run: the engine's verify slope per token (0.06: the native engine) and c = 0.06 (the shipped pair)."""
+        run to run: the engine's verify slope per token (`CausalLM.verify_slope`) and c = 0.06 (the shipped pair)."""
         return cls(max_gamma, fixed_costs=(slope, 0.06))
 
     @property

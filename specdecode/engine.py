@@ -209,10 +209,10 @@ class Generation:
         self.prompt = _check_prompt(prompt_ids, target)
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
-        if draft is not None and (draft is target or getattr(draft, "model", None) is target):
+        if draft is not None and (draft is target or isinstance(draft, ModelDraft) and draft.model is target):
             raise ValueError("the draft is the target model itself: the two would share one cache; load a second "
                              "copy of the model to draft with it")
-        if draft is not None and not hasattr(draft, "propose"):  # (cheaper than isinstance on a Protocol)
+        if draft is not None and not isinstance(draft, Draft):
             if not isinstance(draft, CausalLM):
                 raise ValueError(f"draft must be a Draft or a CausalLM, got {type(draft).__name__}")
             draft = ModelDraft(draft)  # a bare model drafts by sampling from its own q
@@ -220,7 +220,7 @@ class Generation:
         if draft is not None:
             if gamma == "auto":
                 gamma = AdaptiveGamma.for_target(target) if seed is None else \
-                    AdaptiveGamma.reproducible(slope=getattr(target, "verify_slope", 0.06))
+                    AdaptiveGamma.reproducible(slope=target.verify_slope)
             if isinstance(gamma, AdaptiveGamma):
                 self.controller, gamma = gamma, gamma.max_gamma
             else:
@@ -231,8 +231,8 @@ class Generation:
                     f"draft {draft.vocab_size}"
                 )
         # A feature draft (drafts/feature.py) reads the target's hidden states of every position it keeps.
-        self.observe = getattr(draft, "observe", None) if getattr(draft, "feature_layers", ()) else None
-        if self.observe and getattr(target, "feature_layers", None) != draft.feature_layers:
+        self.observe = draft.observe if draft is not None and draft.feature_layers else None
+        if self.observe and target.feature_layers != draft.feature_layers:
             raise ValueError("the feature draft was built for another target object: build it with this one")
         self.target, self.draft = target, draft
         self.max_new_tokens = max_new_tokens

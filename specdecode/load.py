@@ -194,7 +194,7 @@ def load_target(name: str = DEFAULT_TARGET, dtype: str = "auto", engine: str = "
     if target_engine(name, engine, dtype) == "llama.cpp":
         target = _llama_cpp_target(name, display)
         if _resolved(engine, "SPECDECODE_ENGINE") != "auto" or str(name).endswith(".gguf") or \
-                target.model.batch_invariant():
+                target.model.batch_invariant:
             return target
         note = ("llama.cpp's k-token passes differ from its 1-token passes in this build (bin/bootstrap builds it "
                 "without llamafile's sgemm), so the native engine runs the target")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from .models.base import CausalLM
 from .tokenizer import vocabulary_fingerprint
 
 WORDS = ("the", "cat", "dog", "fish", "sat", "ran", "on", "mat")
@@ -38,7 +39,7 @@ EXAMPLE_P = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
 EXAMPLE_Q = torch.tensor([0.6, 0.2, 0.2], dtype=torch.float64)
 
 
-class BigramLM:
+class BigramLM(CausalLM):
     """A bigram table as a `CausalLM`: logits [k, V] = log table[tokens]. The 'cache' is just a length."""
 
     max_length = None
@@ -121,7 +122,7 @@ def bigram_pair(seed: int = 0) -> tuple[BigramLM, BigramLM]:
 NOISE_ROWS = 4096  # distinct prefix-dependent logit offsets of a PrefixLM
 
 
-class PrefixLM:
+class PrefixLM(CausalLM):
     """A toy `CausalLM` whose next word depends on the whole prefix, with a cache that checks itself.
 
     logits after w_1 .. w_i = log table[w_i] + offsets[h_i], where h_i is a hash of every word w_1 .. w_i and

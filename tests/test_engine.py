@@ -22,6 +22,7 @@ from specdecode import (
     generate,
     generate_plain,
 )
+from specdecode.drafts.base import Draft
 from specdecode.drafts.hybrid import HybridDraft
 from specdecode.toy import WORDS, BigramLM, PrefixLM, bigram_pair, bigram_tables, prefix_pair
 
@@ -243,7 +244,7 @@ def test_stop_tokens_end_the_output_after_the_stop_token():
     assert result.new_tokens[-1] == stop and stop not in result.new_tokens[:-1]
 
 
-class _NoGuess:
+class _NoGuess(Draft):
     """A draft that never proposes anything: every round is then a plain target step."""
 
     name, vocab_size = "none", V

@@ -46,7 +46,7 @@ def test_passes_are_batch_invariant(target):
     """Built as bin/bootstrap builds it, a k-token pass gives each row bitwise as 1-token passes do, for k up to 16,
     also across the cache's 256-cell boundary."""
     model = target.model
-    assert model.batch_invariant()
+    assert model.batch_invariant
     extra = torch.tensor([100, 2000, 31, 7, 999, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22])
     for prefix in (torch.arange(1000, 1040), torch.arange(1000, 1250)):
         model.rollback(0)

@@ -14,6 +14,7 @@ from scipy import stats
 
 from specdecode import analysis
 from specdecode.cli import main
+from specdecode.models.base import CausalLM
 from specdecode.server import create_app
 from specdecode.toy import DRAFT_NOISE, EXAMPLE_P, WORDS
 
@@ -410,7 +411,7 @@ def test_serve_rejects_bad_arguments_in_one_line(capsys):
 
 # --- concurrency and disconnects ------------------------------------------------------------------------------------
 
-class CachedTrigramLM:
+class CachedTrigramLM(CausalLM):
     """A toy target whose next word depends on the last two words, one of them read from its cache: unlike the
     bigram toy, two generations interleaved on it would corrupt each other's output."""
 

@@ -47,11 +47,10 @@ def ours(name: str, target: CausalLM, draft: Draft | None, gamma: int | str, sto
     schedule = AdaptiveGamma.for_target(target) if gamma == "auto" else gamma
 
     def run(prompt_ids, sampling, max_new_tokens, seed):
-        if hasattr(target, "clear"):  # no reuse of another run's cached prompt: every method starts cold
-            target.clear()
+        target.clear()  # no reuse of another run's cached prompt: every method starts cold
         generation = Generation(target, draft, prompt_ids, max_new_tokens=max_new_tokens, gamma=schedule,
                                 sampling=sampling, seed=seed, stop_token_ids=stops)
-        with torch_threads(getattr(target, "torch_threads", None)):
+        with torch_threads(target.torch_threads):
             generation.run()
         return Outcome(generation.new_tokens, generation.stats.seconds, generation.stats)
 

@@ -22,7 +22,7 @@ import torch
 
 from ..cpu import capability
 from ..load import Target, load_draft, load_target, resolve_checkpoint, target_engine
-from ..models.costs import pass_times, read_bandwidth, weight_bytes
+from ..models.costs import pass_times, read_bandwidth
 from ..models.download import gguf_file, is_named
 from ..models.hf import HFCausalLM, load_hf_model, parse_dtype
 from ..prompts import KINDS, Prompt, load_prompts
@@ -223,7 +223,7 @@ def run_plan(plan: Plan, progress: bool = True) -> dict:
     times = pass_times(engines, plan.cost_ks)
     costs = {name: {"ms": {k: t * 1e3 for k, t in per_k.items()},
                     "ratio": {k: t / per_k[1] for k, t in per_k.items()},
-                    "weight_bytes": weight_bytes(engines[name]),
+                    "weight_bytes": engines[name].weight_bytes,
                     "precision": loaded[name].precision if name in loaded else "bfloat16",
                     "plain_tokens_per_second": 1 / per_k[1]} for name, per_k in times.items()}
     for c in costs.values():

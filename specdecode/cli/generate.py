@@ -14,6 +14,7 @@ from tqdm import tqdm
 from ..cpu import torch_threads
 from ..engine import Generation, GenerationStats
 from ..load import Target, default_draft, load_draft, load_target
+from ..models.llama_cpp import LlamaCppLM
 from ..sampling import SamplingConfig
 from .console import make_console
 from .options import add_model_options
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.prompt.strip():
         raise ValueError("the prompt is empty")
     target = load_target(args.target, args.dtype, args.engine)
-    with torch_threads(getattr(target.model, "torch_threads", None)):  # llama.cpp: torch's idle threads slow it
+    with torch_threads(target.model.torch_threads):  # llama.cpp: torch's idle threads slow it
         return _generate(args, target, sampling)
 
 
@@ -93,7 +94,8 @@ def _generate(args: argparse.Namespace, target: Target, sampling: SamplingConfig
     report = {"text": generation.text(), "new_tokens": stats.new_tokens,
               **_stats_fields(stats), "stop_reason": generation.stop_reason, "gamma": args.gamma,
               "draft": draft_name, "target": target.name, "engine": target.engine, "dtype": args.dtype,
-              "threads": getattr(target.model, "threads", torch.get_num_threads()), "sampling": sampling.describe()}
+              "threads": target.model.threads if isinstance(target.model, LlamaCppLM) else torch.get_num_threads(),
+              "sampling": sampling.describe()}
     if args.compare:
         report |= _compare(lambda d: Generation(target.model, d, prompt_ids, **options), draft,
                            generation.new_tokens, sampling.greedy)

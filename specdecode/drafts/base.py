@@ -34,8 +34,12 @@ class Proposal:
 
 @runtime_checkable
 class Draft(Protocol):
-    name: str
+    """A draft subclasses `Draft` and defines name, vocab_size, begin and propose; a feature draft (drafts/feature.py)
+    also sets feature_layers and overrides observe."""
+
+    name: str  # shown by the CLI and the server
     vocab_size: int  # must equal the target's V (a smaller draft vocabulary is padded with q = 0 by its adapter)
+    feature_layers: tuple[int, ...] = ()  # the target layers whose features it reads; () for a draft that reads none
 
     def begin(self, prompt_ids: list[int]) -> None:
         """Start a new sequence with this prompt (drop any state of an earlier one)."""
@@ -46,3 +50,7 @@ class Draft(Protocol):
     ) -> Proposal:
         """Propose up to gamma tokens to follow context (the prompt and every token generated so far)."""
         ...
+
+    def observe(self, features: torch.Tensor) -> None:
+        """features [n, F]: the target's, for the next n positions of the context (only when feature_layers is set:
+        the engine then hands over those of every position it keeps)."""

@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import torch
 
+from ..models.base import CausalLM
 from ..models.eagle import EagleHead
 from ..models.llama import rotary_tables
+from ..models.native import NativeLlama
 from ..sampling import SamplingConfig, adjust, sample
-from .base import Proposal
+from .base import Draft, Proposal
 
 
-class FeatureDraft:
-    def __init__(self, head: EagleHead, target, name: str = "eagle"):
-        """target: a model with `feature_layers` / `features` and an `embed` [V, D] table (the native engine)."""
-        if not hasattr(target, "feature_layers") or not hasattr(target, "embed"):
+class FeatureDraft(Draft):
+    def __init__(self, head: EagleHead, target: CausalLM, name: str = "eagle"):
+        """target: the native engine's model, which keeps `features` and has an `embed` [V, D] table."""
+        if not isinstance(target, NativeLlama):
             raise ValueError(f"a feature draft needs the target's hidden states, which the {type(target).__name__} "
                              "engine does not give (the native engine does)")
         width = target.embed.shape[1]

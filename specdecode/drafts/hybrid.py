@@ -15,13 +15,13 @@ from .base import Draft, Proposal
 from .prompt_lookup import PromptLookupDraft
 
 
-class HybridDraft:
+class HybridDraft(Draft):
     def __init__(self, fallback: Draft, max_ngram: int = 3, min_ngram: int = 2):
         self.lookup = PromptLookupDraft(fallback.vocab_size, max_ngram=max_ngram, min_ngram=min_ngram)
         self.fallback = fallback
         self.vocab_size = fallback.vocab_size
         self.name = f"lookup+{fallback.name}"
-        self.feature_layers = getattr(fallback, "feature_layers", ())  # a feature draft must see every pass
+        self.feature_layers = fallback.feature_layers  # a feature draft must see every pass
 
     def observe(self, features: torch.Tensor) -> None:
         self.fallback.observe(features)

@@ -6,10 +6,10 @@ import torch
 
 from ..models.base import CausalLM
 from ..sampling import SamplingConfig, adjust, sample
-from .base import Proposal
+from .base import Draft, Proposal
 
 
-class ModelDraft:
+class ModelDraft(Draft):
     """Wraps any `CausalLM` as a draft, keeping its KV cache in step with the accepted text.
 
     The draft sees the context from `self.start` on (its view), and its cache holds `self.cached`, a prefix of the

@@ -18,7 +18,7 @@ from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
 
 from ..sampling import SamplingConfig, adjust, sample
-from .base import Proposal
+from .base import Draft, Proposal
 
 FORMAT = "specdecode-ngram-v1"
 BACKOFF = 2.0
@@ -83,7 +83,7 @@ class NgramTable:
         return row / (BACKOFF + float(self.row_totals[prev]))
 
 
-class NgramDraft:
+class NgramDraft(Draft):
     """A unigram (order 1) or bigram (order 2) table as a draft: gamma tokens, each sampled from its adjusted q."""
 
     def __init__(self, table: NgramTable, order: int, vocab_size: int | None = None):

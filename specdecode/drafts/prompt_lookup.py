@@ -9,10 +9,10 @@ from __future__ import annotations
 import torch
 
 from ..sampling import SamplingConfig
-from .base import Proposal
+from .base import Draft, Proposal
 
 
-class PromptLookupDraft:
+class PromptLookupDraft(Draft):
     """Matches the last max_ngram .. min_ngram tokens (longest first) against an incremental n-gram index."""
 
     def __init__(self, vocab_size: int, max_ngram: int = 3, min_ngram: int = 1):

@@ -2,8 +2,12 @@
 
 A model holds a cache of the tokens it has seen. `extend` appends k tokens and returns k rows of next-token logits in
 one forward pass (prefill is just extending an empty cache); `rollback` forgets the tail of the cache after a
-rejection. Toy models, the transformers adapter and the native Llama path all satisfy it unchanged, so the engine
-never knows which one it talks to.
+rejection. Toy models, the transformers adapter, the native Llama path and llama.cpp all satisfy it unchanged, so
+the engine never knows which one it talks to.
+
+Every member the loop, the server and the bench read is declared here. A model subclasses `CausalLM` and defines the
+required ones (name, vocab_size, max_length, length, extend, rollback); the optional capabilities below have their
+defaults here, once, and an engine that has them overrides them.
 """
 
 from __future__ import annotations
@@ -12,12 +16,30 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
+VERIFY_SLOPE = 0.06  # T(k) / T(1) - 1 per extra token: the native engine's, as measured on the CPUs seen
+
 
 @runtime_checkable
 class CausalLM(Protocol):
     name: str
     vocab_size: int  # V: the width of every logits row
     max_length: int | None  # the context window in tokens; None when unbounded
+
+    # Optional capabilities, with their defaults.
+    verify_slope: float = VERIFY_SLOPE  # adaptive gamma's prior for what each extra verified token costs
+    torch_threads: int | None = None  # torch's threads while this model runs (None: as set; llama.cpp wants 1)
+    batch_invariant: bool = False  # whether a k-token pass gives bitwise the rows of k 1-token passes
+    feature_layers: tuple[int, ...] = ()  # layers whose incoming residual stream each pass keeps (a feature draft's)
+    features: torch.Tensor | None = None  # [k, F]: those of the last pass's k tokens, when feature_layers is set
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of weights one pass reads (0: not known)."""
+        return 0
+
+    def clear(self) -> None:
+        """Empty the cache and anything kept for reuse, as a cold start (the bench starts every method so)."""
+        self.rollback(0)
 
     @property
     def length(self) -> int:

@@ -44,24 +44,8 @@ def pass_times(models: dict[str, CausalLM], ks=(1, 2, 4, 8, 16), context: int = 
         for k in ks:
             for name, model in models.items():
                 tokens = torch.arange(2000, 2000 + k) % model.vocab_size
-                with torch_threads(getattr(model, "torch_threads", None)):  # each engine as it runs (llama.cpp)
+                with torch_threads(model.torch_threads):  # each engine as it runs (llama.cpp)
                     samples[name][k].append(_timed(lambda m=model, t=tokens: m.extend(t)))
                 model.rollback(context)
     return {name: {k: statistics.median(v) for k, v in per_k.items()} for name, per_k in samples.items()}
 
-
-def weight_bytes(model: CausalLM) -> int:
-    """Bytes of weights a forward pass reads."""
-    if hasattr(model, "weight_bytes"):
-        return model.weight_bytes
-    inner = getattr(model, "model", None)
-    if inner is None:
-        return 0
-    seen, total = set(), 0
-    for p in inner.parameters():
-        if p.data_ptr() not in seen:
-            seen.add(p.data_ptr())
-            total += p.numel() * p.element_size()
-    embed = inner.get_input_embeddings().weight
-    tied = inner.get_output_embeddings().weight.data_ptr() == embed.data_ptr()
-    return total if tied else total - embed.numel() * embed.element_size()  # a lookup reads one row, not all

@@ -12,6 +12,7 @@ import torch
 
 from ..cpu import capability
 from ..errors import first_line
+from .base import CausalLM
 
 DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32, "fp32": torch.float32}
 
@@ -26,7 +27,7 @@ def parse_dtype(name: str) -> torch.dtype:
         raise ValueError(f"the transformers engine runs bfloat16 or float32 weights, not {name!r}") from None
 
 
-class HFCausalLM:
+class HFCausalLM(CausalLM):
     """A transformers causal LM with a `DynamicCache`. Batch size 1; logits are returned as float32."""
 
     def __init__(self, model, name: str | None = None):
@@ -48,6 +49,19 @@ class HFCausalLM:
     @property
     def dtype(self) -> torch.dtype:
         return next(self.model.parameters()).dtype
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of weights one pass reads: each parameter once (tied ones once), less an untied input embedding (a
+        lookup reads one row, not all)."""
+        seen, total = set(), 0
+        for p in self.model.parameters():
+            if p.data_ptr() not in seen:
+                seen.add(p.data_ptr())
+                total += p.numel() * p.element_size()
+        embed = self.model.get_input_embeddings().weight
+        tied = self.model.get_output_embeddings().weight.data_ptr() == embed.data_ptr()
+        return total if tied else total - embed.numel() * embed.element_size()
 
     @torch.inference_mode()
     def extend(self, tokens: torch.Tensor, keep: int | None = None) -> torch.Tensor:

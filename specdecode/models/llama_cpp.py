@@ -8,8 +8,8 @@ invariant (below). llama.cpp keeps its own KV cache (f16) and threads.
 
 Batch invariance: built as bin/bootstrap builds it (without llamafile's sgemm and without weight repacking), a
 k-token pass computes every row bitwise as a 1-token pass does, so greedy speculative output equals plain greedy
-output on this engine too. A default build is not invariant (rows differ by up to ~0.8 in logit units); the
-`batch_invariant()` check tells the two apart in a few milliseconds.
+output on this engine too. A default build is not invariant (rows differ by up to ~0.8 in logit units); a check at
+load time (`batch_invariant`, a few milliseconds) tells the two apart.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..errors import first_line
+from .base import CausalLM
 
 INSTALL_HINT = "run bin/bootstrap (it builds llama-cpp-python 0.3.36 from source, about 3 minutes on 2 cores)"
 
@@ -102,7 +103,7 @@ class Context:
         return torch.from_numpy(flat.copy()).view(rows, self.vocab_size)
 
 
-class LlamaCppLM:
+class LlamaCppLM(CausalLM):
     """A GGUF file on llama.cpp. Batch size 1; logits are returned as float32 [k, V]."""
 
     verify_slope = 0.6  # T(k) / T(1) - 1 per extra token: a pass of k tokens costs nearly k passes on 2 cores
@@ -129,7 +130,7 @@ class LlamaCppLM:
         self.threads = threads
         self._length = 0
         self._cached: list[int] = []  # the tokens whose keys and values llama.cpp holds (>= self._length of them)
-        self._invariant: bool | None = None
+        self.batch_invariant = self._check_batch_invariance()
 
     @property
     def length(self) -> int:
@@ -140,19 +141,15 @@ class LlamaCppLM:
         """Bytes of the GGUF file's tensors (what one pass reads, less the embedding rows it looks up)."""
         return self._context.model_bytes()
 
-    def batch_invariant(self) -> bool:
-        """Whether a 4-token pass gives bitwise the rows of four 1-token passes (checked once; the cache is left
-        empty)."""
-        if self._invariant is None:
-            self.rollback(0)
-            probe = torch.tensor([1, 400, 2000, 31, 7, 999, 12, 13]) % self.vocab_size
-            self.extend(probe[:4], keep=1)
-            together = self.extend(probe[4:])
-            self.rollback(4)
-            alone = torch.cat([self.extend(probe[i:i + 1]) for i in range(4, 8)])
-            self.rollback(0)
-            self._invariant = bool(torch.equal(together, alone))
-        return self._invariant
+    def _check_batch_invariance(self) -> bool:
+        """Whether a 4-token pass gives bitwise the rows of four 1-token passes (the cache is left empty)."""
+        probe = torch.tensor([1, 400, 2000, 31, 7, 999, 12, 13]) % self.vocab_size
+        self.extend(probe[:4], keep=1)
+        together = self.extend(probe[4:])
+        self.rollback(4)
+        alone = torch.cat([self.extend(probe[i:i + 1]) for i in range(4, 8)])
+        self.rollback(0)
+        return bool(torch.equal(together, alone))
 
     def extend(self, tokens: torch.Tensor, keep: int | None = None) -> torch.Tensor:
         ids = tokens.view(-1).tolist()

@@ -26,6 +26,7 @@ import torch
 from safetensors import safe_open
 
 from ..cpu import capability
+from .base import CausalLM
 from .linear import BATCH_INVARIANT_ROWS, INVARIANT_PRODUCTS, Linear, activation_dtype, best_format, check_format
 from .llama import LlamaLayer, LlamaShape, UnsupportedModel, rmsnorm, rotary_tables, run_layers
 
@@ -34,10 +35,9 @@ __all__ = ["KEY_BLOCK", "LlamaShape", "NativeLlama", "UnsupportedModel", "load_n
 KEY_BLOCK = 512  # keys per block of torch's CPU flash attention (kvSplitSize) once there are >= 512 keys
 
 
-class NativeLlama:
-    """A Llama-family checkpoint behind the `CausalLM` protocol, with a static KV cache."""
-
-    verify_slope = 0.06  # T(k) / T(1) - 1 per extra token, as measured on the CPUs seen (adaptive gamma's prior)
+class NativeLlama(CausalLM):
+    """A Llama-family checkpoint behind the `CausalLM` protocol, with a static KV cache. Its verify slope is the
+    protocol's default (`VERIFY_SLOPE`, measured on this engine)."""
 
     def __init__(self, shape: LlamaShape, weights: dict[str, torch.Tensor], weight_format: str | None = None,
                  max_length: int | None = None, name: str = "llama", batch_invariant: bool = True):
