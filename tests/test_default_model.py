@@ -69,7 +69,7 @@ def test_greedy_output_is_identical_to_plain_for_every_draft(kind, smollm2, plai
                                                              tiny_draft_dir):
     """The default configuration (native engine, bf16): 20 held-out prompts of six kinds, every draft type (the
     shipped trained draft, prompt lookup, bigram and unigram tables built from stdlib text, a random model)."""
-    spec = {"bigram": ["bigram", str(ngram_file)], "unigram": ["unigram", str(ngram_file)],
+    spec = {"bigram": f"bigram:{ngram_file}", "unigram": f"unigram:{ngram_file}",
             "model": str(tiny_draft_dir)}.get(kind, kind)
     assert_greedy_identity(smollm2, load_draft(spec, smollm2), plain_outputs)
 
@@ -148,7 +148,7 @@ def test_show_colours_rounds(capsys):
 
 
 def test_ngram_draft_samples_from_its_real_q(smollm2_fp32, ngram_file):
-    draft = load_draft(["bigram", str(ngram_file)], smollm2_fp32)
+    draft = load_draft(f"bigram:{ngram_file}", smollm2_fp32)
     proposal = draft.propose(smollm2_fp32.tokenizer.encode("def f(x):", chat=False), 4, SamplingConfig(0.8), None)
     assert proposal.tokens.shape == (4,) and proposal.probs.shape == (4, 49152)
     assert torch.allclose(proposal.probs.sum(-1), torch.ones(4))
