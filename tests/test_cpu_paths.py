@@ -34,11 +34,12 @@ def test_an_unknown_forced_path_is_a_one_line_error():
 
 def test_the_engine_tests_pass_on_the_forced_avx2_path():
     """test_native.py (every weight format that runs without native bf16), test_default_model.py (every draft
-    type, the CLI) with the default target on the native engine, test_dot8.py (the int4-dot8 kernel's AVX2 path)
-    and test_real_pair.py (GGUF blocks as int4-dot8 and int4: agreement with llama.cpp, greedy identity), AVX2
-    kernels."""
+    type, the CLI) with the default target on the native engine, test_dot8.py and test_attention_kernel.py (our
+    kernels on AVX2 alone) and test_real_pair.py (GGUF blocks as int4-dot8 and int4: agreement with llama.cpp,
+    greedy identity), AVX2 kernels."""
     result = _run(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "tests/test_native.py",
-                   "tests/test_default_model.py", "tests/test_dot8.py", "tests/test_real_pair.py"], 1500,
+                   "tests/test_default_model.py", "tests/test_dot8.py", "tests/test_attention_kernel.py",
+                   "tests/test_real_pair.py"], 1500,
                   SPECDECODE_CPU="avx2", SPECDECODE_ENGINE="native")
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout.strip().splitlines()[-1]

@@ -8,15 +8,16 @@ import torch
 
 from specdecode.cpu import capability
 from specdecode.models import dot8
+from specdecode.models.kernels import kernel_isa, load_kernels
 
-ISA = dot8.kernel_isa(capability())
+ISA = kernel_isa(capability())
 pytestmark = pytest.mark.skipif(ISA is None, reason="the int4-dot8 kernel needs AVX2 (this CPU has neither path)")
 HAS_VNNI = {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= set(capability().flags)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def kernel():
-    dot8.load_kernel()
+    load_kernels()
 
 
 def packed(n: int, k: int, bits: int, seed: int = 0, halves: int = 1) -> tuple[dot8.Packed, torch.Tensor]:

@@ -11,8 +11,8 @@ from specdecode import SamplingConfig, generate, generate_plain
 from specdecode.cli import main
 from specdecode.cpu import capability
 from specdecode.load import load_draft, load_target
-from specdecode.models.dot8 import kernel_isa
 from specdecode.models.hf import HFCausalLM, load_hf_model
+from specdecode.models.kernels import kernel_isa
 from specdecode.models.linear import BATCH_INVARIANT_ROWS, FORMATS, UnavailableFormat
 from specdecode.models.native import UnsupportedModel, load_native
 from specdecode.prompts import load_prompts

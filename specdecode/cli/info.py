@@ -14,8 +14,8 @@ from ..load import gguf_format, load_target, target_engine
 from ..models import llama_cpp
 from ..models.costs import pass_times
 from ..models.default import DEFAULT_TARGET
-from ..models.dot8 import kernel_isa
 from ..models.download import is_named
+from ..models.kernels import kernel_isa
 from ..models.linear import best_format
 from .console import make_console
 

@@ -225,7 +225,7 @@ at::Tensor dot8_mm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& s
 
 }  // namespace
 
-TORCH_LIBRARY(specdecode, m) {
+TORCH_LIBRARY_FRAGMENT(specdecode, m) {
   m.def("dot8_mm(Tensor x, Tensor w, Tensor scales, int bits, int halves, float unscale, int isa) -> Tensor",
         &dot8_mm);
 }

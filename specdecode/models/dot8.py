@@ -1,5 +1,5 @@
 """int4-dot8: 4-bit and 6-bit weights against activations rounded to int8 per 32 inputs, in a C++ kernel of ours
-(dot8.cpp: AVX-512 VNNI, or AVX2), built once per machine on first use with torch's extension builder.
+(dot8.cpp: AVX-512 VNNI, or AVX2; built by kernels.py).
 
     w = code scale + offset per group of inputs: 4-bit codes in groups of 32 (a GGUF file's Q4_K sub-blocks as they
         are), 6-bit codes in groups of 16 (Q6_K's as they are; other types rounded to 64 levels per 16 weights)
@@ -16,73 +16,14 @@ and bitwise the same on both paths (see dot8.cpp).
 
 from __future__ import annotations
 
-import hashlib
 import math
-import os
-import shutil
-import sys
-from functools import cache
-from pathlib import Path
 
 import torch
 
-from ..cpu import Capability
+from .kernels import ISAS
 
-SOURCE = Path(__file__).with_name("dot8.cpp")
-NAME = "specdecode_dot8"
 TILE = 16  # output rows per tile
-ISAS = {"avx512-vnni": 2, "avx2": 1}
 GROUPS = {4: 32, 6: 16}  # inputs per weight scale, by code bits
-
-
-class KernelUnavailable(RuntimeError):
-    """The kernel cannot run here: the CPU lacks AVX2, or it could not be compiled."""
-
-
-def kernel_isa(cpu: Capability) -> str | None:
-    """The kernel path this CPU runs: AVX-512 VNNI, else AVX2 (also when SPECDECODE_CPU=avx2 forces it), else None."""
-    flags = set(cpu.flags)
-    if {"avx512f", "avx512bw", "avx512vl", "avx512_vnni", "f16c", "fma"} <= flags and cpu.forced != "avx2":
-        return "avx512-vnni"
-    if {"avx2", "fma", "f16c"} <= flags:
-        return "avx2"
-    return None
-
-
-@cache
-def load_kernel() -> None:
-    """Register `torch.ops.specdecode.dot8_mm`, compiling dot8.cpp first if this machine has no build of this text
-    for this torch (cached under the cache directory; built in a folder of its own and renamed into place whole, so
-    an interrupted build is never used or waited on); KernelUnavailable with the compiler's first error line."""
-    from .default import cache_dir
-
-    key = hashlib.sha256(SOURCE.read_bytes() + torch.__version__.encode()).hexdigest()[:12]
-    build = cache_dir() / "kernels" / f"dot8-{key}"
-    library = build / f"{NAME}.so"
-    if library.is_file():
-        torch.ops.load_library(str(library))
-        return
-    from torch.utils.cpp_extension import load
-
-    if shutil.which("ninja") is None:  # torch's builder runs ninja from PATH; the pinned package ships one
-        import ninja
-
-        os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
-    partial = build.with_name(f"{build.name}.partial-{os.getpid()}")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    print("compiling the int4-dot8 kernel (once per machine, ~10-60 s)", file=sys.stderr, flush=True)
-    try:
-        load(name=NAME, sources=[str(SOURCE)], extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"],
-             build_directory=str(partial), is_python_module=False, verbose=False)
-    except (RuntimeError, OSError, ImportError) as error:
-        shutil.rmtree(partial, ignore_errors=True)
-        lines = [line for line in str(error).splitlines() if "error" in line.lower()] or [str(error)]
-        raise KernelUnavailable(f"the int4-dot8 kernel could not be compiled: {lines[0].strip()}") from None
-    try:
-        partial.rename(build)
-    except OSError:  # another process put its build in place first
-        shutil.rmtree(partial, ignore_errors=True)
 
 
 class Packed:

@@ -31,11 +31,13 @@ import torch
 import torch.nn.functional as F
 
 from ..cpu import Capability, capability
-from .dot8 import KernelUnavailable, Packed, kernel_isa, load_kernel, quantize
+from .dot8 import Packed, quantize
+from .kernels import KernelUnavailable, kernel_isa, load_kernels
 
 FORMATS = ("bf16-onednn", "bf16", "fp32", "int8", "int4", "int4-dot8")
-# Fewest rows from which a pass is bitwise stable (attention's, for the formats in INVARIANT_PRODUCTS).
-BATCH_INVARIANT_ROWS = {"bf16-onednn": 4, "int8": 4, "int4": 4, "int4-dot8": 4}
+# Fewest rows from which a pass is bitwise stable (attention's, for the formats in INVARIANT_PRODUCTS; int4-dot8's
+# attention is our kernel's, stable at any row count).
+BATCH_INVARIANT_ROWS = {"bf16-onednn": 4, "int8": 4, "int4": 4, "int4-dot8": 1}
 INVARIANT_PRODUCTS = ("int4", "int4-dot8")  # formats whose products are bitwise row-stable at any row count
 GROUP = 32  # int4: inputs sharing one scale and zero (Q4_K's sub-block)
 
@@ -64,7 +66,7 @@ def check_format(fmt: str, cpu: Capability) -> None:
         if kernel_isa(cpu) is None:
             raise UnavailableFormat("the int4-dot8 weight format needs AVX2 (with FMA and F16C), which this CPU lacks")
         try:
-            load_kernel()
+            load_kernels()
         except KernelUnavailable as error:
             raise UnavailableFormat(str(error)) from None
 

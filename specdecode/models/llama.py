@@ -66,6 +66,15 @@ class LlamaShape:
         )
 
 
+@dataclass(frozen=True)
+class KeyPositions:
+    """Attention by our C++ kernel (attention.cpp) instead of an additive mask: query row t attends cache slots
+    0..positions[t], each row computed from its own keys alone, so bitwise the same whatever the pass (no rows or
+    keys padded). The engine's choice for the int4-dot8 format, whose kernels are built anyway."""
+
+    positions: torch.Tensor  # [T] int64
+
+
 def rotary_tables(shape: LlamaShape, length: int) -> tuple[torch.Tensor, torch.Tensor]:
     """cos, sin [length, hd] (float32) for rotate-half rotary embeddings, with llama3 / linear scaling."""
     hd = shape.head_dim
@@ -136,10 +145,10 @@ class LlamaLayer:
 
     def __call__(self, x: torch.Tensor, shape: LlamaShape, cos: torch.Tensor, sin: torch.Tensor,
                  k_cache: torch.Tensor, v_cache: torch.Tensor, start: int, written: int, span: int,
-                 mask: torch.Tensor) -> torch.Tensor:
+                 mask: torch.Tensor | KeyPositions) -> torch.Tensor:
         """x [B, T, D]; cos, sin [B, T, hd]; k_cache, v_cache [B, KV, S, hd]: the first `written` new keys and values
-        go to slots start.., and attention reads slots :span under mask [B or 1, 1, T, span] (additive) -> [B, T, D].
-        """
+        go to slots start.., and attention reads slots :span under mask [B or 1, 1, T, span] (additive), or as
+        `KeyPositions` say (span = S) -> [B, T, D]."""
         h = x + self.attention(rmsnorm(x, self.attn_norm, shape.rms_eps), shape, cos, sin, k_cache, v_cache, start,
                                written, span, mask)
         return h + self.mlp(rmsnorm(h, self.mlp_norm, shape.rms_eps))
@@ -156,11 +165,16 @@ class LlamaLayer:
         v = qkv[..., (H + KV) * hd:].view(B, T, KV, hd).transpose(1, 2)  # [B, KV, T, hd]
         return q, k, v
 
-    def attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+               mask: torch.Tensor | KeyPositions | None) -> torch.Tensor:
         """q [B, H, T, hd] over keys, values [B, KV, S, hd] under mask [B or 1, 1, R, S] (additive), then the
         output projection -> [B, T, D]. R > T repeats the last query to R rows and keeps the first T: the CPU
-        attention kernel rounds differently below some row count, and a batch-invariant pass must not."""
+        attention kernel rounds differently below some row count, and a batch-invariant pass must not. With
+        `KeyPositions` (B = 1, float32, the whole cache as keys and values) our kernel computes it instead."""
         B, H, T, hd = q.shape
+        if isinstance(mask, KeyPositions):
+            out = torch.ops.specdecode.attend(q[0].contiguous(), keys[0], values[0], mask.positions)[None]
+            return apply(self.o, out.transpose(1, 2).reshape(B, T, H * hd))
         if mask is not None and mask.shape[-2] > T:
             q = torch.cat([q, q[:, :, -1:].expand(B, H, mask.shape[-2] - T, hd)], dim=2)
         out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)[:, :, :T]
@@ -168,7 +182,7 @@ class LlamaLayer:
 
     def attention(self, x: torch.Tensor, shape: LlamaShape, cos: torch.Tensor, sin: torch.Tensor,
                   k_cache: torch.Tensor, v_cache: torch.Tensor, start: int, written: int, span: int,
-                  mask: torch.Tensor) -> torch.Tensor:
+                  mask: torch.Tensor | KeyPositions) -> torch.Tensor:
         q, k, v = self.project(x, shape, cos, sin)
         k_cache[:, :, start:start + written] = k[:, :, :written]
         v_cache[:, :, start:start + written] = v[:, :, :written]

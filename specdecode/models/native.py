@@ -28,7 +28,7 @@ from safetensors import safe_open
 from ..cpu import capability
 from .base import CausalLM
 from .linear import BATCH_INVARIANT_ROWS, INVARIANT_PRODUCTS, Linear, activation_dtype, best_format, check_format
-from .llama import LlamaLayer, LlamaShape, UnsupportedModel, rmsnorm, rotary_tables, run_layers
+from .llama import KeyPositions, LlamaLayer, LlamaShape, UnsupportedModel, rmsnorm, rotary_tables, run_layers
 
 __all__ = ["KEY_BLOCK", "LlamaShape", "NativeLlama", "UnsupportedModel", "load_native"]
 
@@ -82,6 +82,7 @@ class NativeLlama(CausalLM):
         # Qwen2's key biases make keys too large for bf16's 8 bits (the 1.5B's top-1 agreement with llama.cpp was
         # 95-97% with them in bf16: docs/real-pair.md). The int4 products still take bf16 inputs.
         self.residual_dtype = torch.float32 if fmt in ("int4", "int4-dot8") else self.dtype
+        self.kernel_attention = fmt == "int4-dot8"  # our attention kernel (llama.KeyPositions), built with its products
         self.embed = embed.to(self.residual_dtype)
         self.norm, self.layers, self.head = norm, layers, head  # [D], ..., [V, D]
         self.head_weight = head_weight  # () -> [V, D]: the head's dense values (restrict_output, the eagle trainer)
@@ -135,12 +136,15 @@ class NativeLlama(CausalLM):
             tokens, positions = _pad(tokens, padded), _pad(positions, padded)
         x = self.embed[tokens][None]  # [1, padded, D]
         cos, sin = self.cos[positions][None], self.sin[positions][None]  # [1, padded, hd]
-        # Attention spans whole blocks of KEY_BLOCK cache slots (the CPU flash kernel's block): a row then sees the
-        # same reduction whatever the pass size, and all-masked blocks change nothing (batch invariance).
-        span = min(-(-end // KEY_BLOCK) * KEY_BLOCK, self.max_length) if self.batch_invariant else end
-        # One additive causal mask per pass, shared by every layer: [rows, span], 0 = may attend, -inf = may not.
-        mask = torch.zeros(rows, span, dtype=self.residual_dtype).masked_fill_(
-            self.key_positions[:span] > _pad(positions, rows)[:, None], -torch.inf)
+        if self.kernel_attention:  # each row over its own keys, the whole cache handed over as it is
+            span, mask = self.max_length, KeyPositions(positions[:k])
+        else:
+            # Attention spans whole blocks of KEY_BLOCK cache slots (the CPU flash kernel's block): a row then sees
+            # the same reduction whatever the pass size, and all-masked blocks change nothing (batch invariance).
+            span = min(-(-end // KEY_BLOCK) * KEY_BLOCK, self.max_length) if self.batch_invariant else end
+            # One additive causal mask per pass, shared by every layer: [rows, span], 0 = may attend, -inf = may not.
+            mask = torch.zeros(rows, span, dtype=self.residual_dtype).masked_fill_(
+                self.key_positions[:span] > _pad(positions, rows)[:, None], -torch.inf)
         x, features = run_layers(self.layers, x, lambda i, layer, x: layer(
             x, self.shape, cos, sin, self.k_cache[i], self.v_cache[i], start, k, span, mask), self.feature_layers)
         if features is not None:

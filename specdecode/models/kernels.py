@@ -1,0 +1,72 @@
+"""Our C++ kernels, built once per machine on first use with torch's extension builder and registered as
+`torch.ops.specdecode.*`: dot8.cpp (the int4-dot8 products: dot8.py) and attention.cpp (the engine's attention for
+that format: llama.py `KeyPositions`). Both need AVX2 with FMA and F16C; the products use AVX-512 VNNI where the
+CPU has it, and give the same bits either way."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+from functools import cache
+from pathlib import Path
+
+import torch
+
+from ..cpu import Capability
+
+SOURCES = [Path(__file__).with_name(name) for name in ("dot8.cpp", "attention.cpp")]
+NAME = "specdecode_kernels"
+ISAS = {"avx512-vnni": 2, "avx2": 1}  # the product kernel's paths, as dot8_mm numbers them
+
+
+class KernelUnavailable(RuntimeError):
+    """The kernels cannot run here: the CPU lacks AVX2, or it could not be compiled."""
+
+
+def kernel_isa(cpu: Capability) -> str | None:
+    """The kernel path this CPU runs: AVX-512 VNNI, else AVX2 (also when SPECDECODE_CPU=avx2 forces it), else None."""
+    flags = set(cpu.flags)
+    if {"avx512f", "avx512bw", "avx512vl", "avx512_vnni", "f16c", "fma"} <= flags and cpu.forced != "avx2":
+        return "avx512-vnni"
+    if {"avx2", "fma", "f16c"} <= flags:
+        return "avx2"
+    return None
+
+
+@cache
+def load_kernels() -> None:
+    """Register `torch.ops.specdecode.dot8_mm` and `.attend`, compiling the sources first if this machine has no
+    build of their text for this torch (cached under the cache directory; built in a folder of its own and renamed
+    into place whole, so an interrupted build is never used or waited on); KernelUnavailable with the compiler's
+    first error line."""
+    from .default import cache_dir
+
+    key = hashlib.sha256(b"".join(source.read_bytes() for source in SOURCES) + torch.__version__.encode())
+    build = cache_dir() / "kernels" / f"{NAME}-{key.hexdigest()[:12]}"
+    library = build / f"{NAME}.so"
+    if library.is_file():
+        torch.ops.load_library(str(library))
+        return
+    from torch.utils.cpp_extension import load
+
+    if shutil.which("ninja") is None:  # torch's builder runs ninja from PATH; the pinned package ships one
+        import ninja
+
+        os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
+    partial = build.with_name(f"{build.name}.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    print("compiling our C++ kernels (once per machine, ~20-90 s)", file=sys.stderr, flush=True)
+    try:
+        load(name=NAME, sources=[str(source) for source in SOURCES], extra_cflags=["-O3", "-fopenmp"],
+             extra_ldflags=["-fopenmp"], build_directory=str(partial), is_python_module=False, verbose=False)
+    except (RuntimeError, OSError, ImportError) as error:
+        shutil.rmtree(partial, ignore_errors=True)
+        lines = [line for line in str(error).splitlines() if "error" in line.lower()] or [str(error)]
+        raise KernelUnavailable(f"our C++ kernels could not be compiled: {lines[0].strip()}") from None
+    try:
+        partial.rename(build)
+    except OSError:  # another process put its build in place first
+        shutil.rmtree(partial, ignore_errors=True)
