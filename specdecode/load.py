@@ -210,8 +210,9 @@ def target_engine(name: str, engine: str = "auto", dtype: str = "auto") -> str:
     llama.cpp for a target that ships as a GGUF file (the default target, a FILE.gguf) when llama-cpp-python loads:
     its 1-token pass is 2.7x faster than the native engine's here (8.4 against 22.3 ms; 28 ms for int8 on AVX2),
     and built as bin/bootstrap builds it, its k-token passes are bitwise its 1-token passes (`load_target` checks
-    that, and falls back to native if not), unless a dtype is asked for: llama.cpp runs the file's own types.
-    A named GGUF model: native (its blocks read as int4). Otherwise native where the architecture allows, else
+    that for the default target and falls back to native if not; a FILE.gguf is not checked: docs/exactness.md),
+    unless a dtype is asked for: llama.cpp runs the file's own types. A named GGUF model: native (its blocks read
+    as int4-dot8 where our kernels run, else int4). Otherwise native where the architecture allows, else
     transformers."""
     engine, dtype = _resolved(engine, "SPECDECODE_ENGINE"), _resolved(dtype, "SPECDECODE_DTYPE")
     _check_choice(engine, ENGINES, "engine")
