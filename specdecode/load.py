@@ -282,7 +282,8 @@ def gguf_format(dtype: str) -> str:
     """The native weight format for a GGUF file: for auto, int4-dot8 where its kernel runs (AVX2 or better, and a
     compiler to build it once: Q4_K and Q6_K blocks as they are, each weight read once however many tokens a pass
     verifies), else int4 (torch's kernel); otherwise the format the dtype names (docs/real-pair.md)."""
-    from .models.kernels import KernelUnavailable, kernel_isa, load_kernels
+    from .models.kernels import kernel_isa
+    from .models.linear import UnavailableFormat, check_format
 
     dtype = _resolved(dtype, "SPECDECODE_DTYPE")
     _check_choice(dtype, DTYPES, "dtype")
@@ -291,8 +292,8 @@ def gguf_format(dtype: str) -> str:
     if kernel_isa(capability()) is None:
         return "int4"
     try:
-        load_kernels()
-    except KernelUnavailable as error:
+        check_format("int4-dot8", capability())  # builds our kernels on first use
+    except UnavailableFormat as error:
         print(f"warning: {error}; using torch's int4 kernel", file=sys.stderr)
         return "int4"
     return "int4-dot8"

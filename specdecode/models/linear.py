@@ -40,6 +40,7 @@ FORMATS = ("bf16-onednn", "bf16", "fp32", "int8", "int4", "int4-dot8")
 BATCH_INVARIANT_ROWS = {"bf16-onednn": 4, "int8": 4, "int4": 4, "int4-dot8": 1}
 INVARIANT_PRODUCTS = ("int4", "int4-dot8")  # formats whose products are bitwise row-stable at any row count
 GROUP = 32  # int4: inputs sharing one scale and zero (Q4_K's sub-block)
+FLOAT32_FORMATS = ("int4", "int4-dot8")  # GGUF formats: biases, residual stream, keys and values in float32
 
 
 class UnavailableFormat(ValueError):
@@ -53,7 +54,7 @@ def activation_dtype(fmt: str) -> torch.dtype:
 
 def _bias_dtype(fmt: str) -> torch.dtype:
     """int4 adds its bias in float32 (the product comes out in bf16): Qwen2's large key biases keep their bits."""
-    return torch.float32 if fmt in ("int4", "int4-dot8") else activation_dtype(fmt)
+    return torch.float32 if fmt in FLOAT32_FORMATS else activation_dtype(fmt)
 
 
 def check_format(fmt: str, cpu: Capability) -> None:
@@ -106,7 +107,7 @@ class Linear:
         elif fmt == "int4":
             self._pack_int4(*quantize_int4(weight))
         elif fmt == "int4-dot8":
-            self._pack_dot8([Packed(*quantize(weight, 4), bits=4, halves=2 if precise_inputs else 1)])
+            self._pack_dot8([(*quantize(weight, 4), 4)], precise_inputs)
         elif fmt == "bf16-onednn":
             self.weight = torch.ops.mkldnn._reorder_linear_weight(weight.to(dtype).contiguous())
         else:
@@ -132,11 +133,12 @@ class Linear:
         linear.format, linear.weight_dtype = "int4-dot8", torch.float32
         linear.out_features = sum(part[0].shape[0] for part in parts)
         linear.bias = bias.to(_bias_dtype("int4-dot8")).contiguous() if bias is not None else None
-        linear._pack_dot8([Packed(*part, halves=2 if precise_inputs else 1) for part in parts])
+        linear._pack_dot8(parts, precise_inputs)
         return linear
 
-    def _pack_dot8(self, parts: list[Packed]) -> None:
-        self.parts, self.isa = parts, kernel_isa(capability())
+    def _pack_dot8(self, parts: list[tuple], precise_inputs: bool) -> None:
+        self.parts = [Packed(*part, halves=2 if precise_inputs else 1) for part in parts]
+        self.isa = kernel_isa(capability())
 
     def _pack_int4(self, codes: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor) -> None:
         if codes.shape[1] % GROUP:

@@ -27,7 +27,15 @@ from safetensors import safe_open
 
 from ..cpu import capability
 from .base import CausalLM
-from .linear import BATCH_INVARIANT_ROWS, INVARIANT_PRODUCTS, Linear, activation_dtype, best_format, check_format
+from .linear import (
+    BATCH_INVARIANT_ROWS,
+    FLOAT32_FORMATS,
+    INVARIANT_PRODUCTS,
+    Linear,
+    activation_dtype,
+    best_format,
+    check_format,
+)
 from .llama import KeyPositions, LlamaLayer, LlamaShape, UnsupportedModel, rmsnorm, rotary_tables, run_layers
 
 __all__ = ["KEY_BLOCK", "LlamaShape", "NativeLlama", "UnsupportedModel", "load_native"]
@@ -81,7 +89,7 @@ class NativeLlama(CausalLM):
         # The residual stream, keys, values and attention: float32 for int4 models (GGUF files), as in llama.cpp:
         # Qwen2's key biases make keys too large for bf16's 8 bits (the 1.5B's top-1 agreement with llama.cpp was
         # 95-97% with them in bf16: docs/real-pair.md). The int4 products still take bf16 inputs.
-        self.residual_dtype = torch.float32 if fmt in ("int4", "int4-dot8") else self.dtype
+        self.residual_dtype = torch.float32 if fmt in FLOAT32_FORMATS else self.dtype
         self.kernel_attention = fmt == "int4-dot8"  # our attention kernel (llama.KeyPositions), built with its products
         self.embed = embed.to(self.residual_dtype)
         self.norm, self.layers, self.head = norm, layers, head  # [D], ..., [V, D]
