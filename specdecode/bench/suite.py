@@ -187,7 +187,8 @@ def _prompts(plan: Plan) -> list[Prompt]:
     return chosen
 
 
-def _machine(dtype: str) -> dict:
+def machine_info(dtype: str) -> dict:
+    """The machine a run measures on: CPU and capability, threads, torch, dtype, commit, bandwidth, date."""
     cpu = capability()
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -206,7 +207,7 @@ def run_plan(plan: Plan, progress: bool = True) -> dict:
     for spec in plan.greedy + plan.sampled:  # a bad spec fails before any model is loaded
         MethodSpec.parse(spec)
     target = load_target(plan.target, plan.dtype)
-    machine = _machine(plan.dtype)
+    machine = machine_info(plan.dtype)
     loaded = {target.engine: target}
 
     def target_for(engine: str | None) -> Target:

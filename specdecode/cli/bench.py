@@ -11,10 +11,10 @@ from pathlib import Path
 import torch
 from rich.table import Table
 
-from ..bench import native_steps
+from ..bench import clients, native_steps
 from ..bench import report as reports
 from ..bench.accuracy import agreement
-from ..bench.suite import Plan, default_plan, quick_plans, run_plan
+from ..bench.suite import Plan, default_plan, machine_info, quick_plans, run_plan
 from ..cpu import capability
 from ..load import SHIPPED_DRAFT, SHIPPED_EAGLE, SHIPPED_NGRAM, load_target, resolve_checkpoint
 from ..models.default import DEFAULT_TARGET
@@ -40,13 +40,22 @@ def add_parser(sub) -> None:
                    help="only the target's agreement with llama.cpp on the same GGUF file, teacher-forced over the "
                    "held-out prompts (top-1 agreement, mean KL; writes accuracy.md)")
     p.add_argument("--target", default=DEFAULT_TARGET)
-    p.add_argument("--draft", default=str(SHIPPED_DRAFT), help="draft model directory (default: the shipped draft)")
+    p.add_argument("--draft", default=None,
+                   help="draft model directory (default: the shipped draft; with --clients: any draft `specdecode "
+                   "serve --draft` takes, default the server's own)")
     p.add_argument("--ngram", default=str(SHIPPED_NGRAM), help="n-gram table for the bigram / unigram drafts")
     p.add_argument("--eagle", default=str(SHIPPED_EAGLE), help="EAGLE-3 head directory (default: the shipped one)")
     p.add_argument("--methods", default=None, help="comma-separated method specs (greedy only) instead of the suite")
     p.add_argument("--prompts-per-kind", type=int, default=2, help="held-out prompts of each of the six kinds (2)")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--clients", type=int, default=None, metavar="N",
+                   help="only a load run over loopback: N concurrent streaming clients on the held-out prompts "
+                   "against `specdecode serve` and, for a GGUF target, llama-server -np N (plain, and with the "
+                   "target's named draft), then the same prompts with 1 client (writes clients.json, clients.md)")
+    p.add_argument("--request-timeout", type=float, default=300.0,
+                   help="with --clients: seconds one request may take (300); each load is capped at its clients' "
+                   "shares of requests at this timeout")
     p.set_defaults(run=run)
 
 
@@ -58,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
     if args.prompts_per_kind < 1 or args.max_new_tokens < 1:
         raise ValueError("--prompts-per-kind and --max-new-tokens must be >= 1")
     command = "specdecode " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["bench"] else "specdecode bench"
+    if args.clients is not None:
+        return _clients(args, command)
     if args.engine_steps:
         return _engine_steps(args, command)
     if args.accuracy:
@@ -71,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             ngram = args.ngram if Path(args.ngram).is_file() else None
             eagle = args.eagle if is_eagle(Path(args.eagle)) else None
-            plans = [default_plan(args.target, args.draft, ngram, eagle)]
+            plans = [default_plan(args.target, args.draft or str(SHIPPED_DRAFT), ngram, eagle)]
         for plan in plans:
             plan.prompts_per_kind = min(plan.prompts_per_kind, args.prompts_per_kind) if args.quick \
                 else args.prompts_per_kind
@@ -104,6 +115,39 @@ def _print(report: dict) -> None:
                       reports.fmt(m["alpha"]), reports.fmt(m.get("measured_speedup"), ".2f", "x"),
                       reports.fmt(m.get("predicted_speedup"), ".2f", "x"), m["identical"] or "")
     console.print(table)
+
+
+def _clients(args: argparse.Namespace, command: str) -> int:
+    if args.clients < 1:
+        raise ValueError(f"--clients must be >= 1, got {args.clients}")
+    if others := [flag for flag, on in (("--quick", args.quick), ("--methods", args.methods), ("--engine-steps",
+                  args.engine_steps), ("--accuracy", args.accuracy)) if on]:
+        raise ValueError(f"--clients is a run of its own: drop {', '.join(others)}")
+    if not 0 < args.request_timeout < float("inf"):
+        raise ValueError(f"--request-timeout must be a number of seconds > 0, got {args.request_timeout}")
+    console = make_console()
+    report = clients.run_clients(args.target, args.draft, args.clients,
+                                 clients.bench_prompts(args.target, args.prompts_per_kind), args.max_new_tokens,
+                                 torch.get_num_threads(), args.request_timeout, _serve_flags(args.clients),
+                                 say=lambda line: console.print(line, markup=False))
+    report |= {"machine": machine_info("auto"), "command": command}
+    written = clients.write(report, args.out)
+    console.print(clients.markdown(report), markup=False)
+    for line in clients.warnings(report):
+        console.print(line, style="bold red", markup=False)
+    print(f"wrote {', '.join(str(p) for p in written)}")
+    return 0
+
+
+def _serve_flags(clients: int) -> list[str]:
+    """`specdecode serve` flags for N clients that this checkout's serve has: --sequences N (requests generating at
+    once) where it exists."""
+    from . import serve
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    serve.add_parser(sub)
+    flags = ["--sequences", str(clients)]
+    return flags if not sub.choices["serve"].parse_known_args(flags)[1] else []
 
 
 def _engine_steps(args: argparse.Namespace, command: str) -> int:

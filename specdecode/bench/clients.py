@@ -1,0 +1,538 @@
+"""`specdecode bench --clients N`: N concurrent streaming clients over loopback, against our server and llama.cpp's.
+
+Each server runs in its own process on a free loopback port and is driven over HTTP only (its internals may change):
+ours as `specdecode serve` runs it, and, for a target shipped as a GGUF file, llama-server on that file with `-np N`
+slots, plain and (where the target has a named draft) speculating with `-md DRAFT`. Every client sends its share of
+the held-out prompts one request after another: POST /v1/chat/completions, streamed, temperature 0, a fixed seed,
+max_tokens = --max-new-tokens. The chat endpoint, not /v1/completions, because the held-out prompts are chat prompts
+(the rest of the bench runs them chat-templated) and both servers render the same template from the model (llama-server
+with --jinja reads the GGUF's own; ours reads the same file's).
+
+The same prompts run with 1 client, then with N, each server in turn (1 client: ours first; N: ours last), all the
+servers up at once and idle while another is measured. Per request: time to first token (TTFT: the first chunk with
+text), the gaps between chunks with text, and the time per output token after the first (TPOT, (last - first chunk)
+/ (tokens - 1), tokens as the server's usage counts them). Per load: aggregate tokens/s = completion tokens / the
+load's wall time; TTFT p50/p95 over requests; per-token latency p50/p95 over all tokens (each token counts its
+request's TPOT: a chunk may carry a round of several tokens, so chunk gaps alone would not be per token); chunk-gap
+p50/p95 beside it. Exactness: with temperature 0 each request's text from our server under N clients must equal the
+same request's text served alone (the 1-client load); mismatches are counted and reported, never fatal.
+
+Bounded: each request has a timeout, each load a cap (its clients' shares at that timeout, plus a margin), a server
+that does not come up in time is a one-line ValueError; nothing here waits without a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from ..prompts import KINDS, Prompt, load_prompts
+from .report import fmt
+
+SEED = 1234  # every request's seed (greedy needs none; a sampled run would)
+CHAT = "/v1/chat/completions"
+STARTUP_SECONDS = 600.0  # a server's start and first (model-loading) request
+TOY_TEXTS = ("the cat", "the dog sat on", "the fish", "on the", "the cat ran on the mat", "the dog")
+
+
+def bench_prompts(target: str, per_kind: int) -> list[Prompt]:
+    """The held-out prompts, `per_kind` of each kind, in kind order; the toy target (eight words) gets toy texts."""
+    if target == "toy":
+        return [Prompt(f"toy-{i}", "toy", "given", TOY_TEXTS[i % len(TOY_TEXTS)] + " the" * (i // len(TOY_TEXTS)))
+                for i in range(per_kind * len(KINDS))]
+    return [p for kind in KINDS for p in load_prompts("test", (kind,))[:per_kind]]
+
+
+@dataclass
+class Served:
+    """A server under load: its name in the report, its base URL, the body fields it needs beside the shared ones,
+    whether it claims that an answer never depends on the load (ours), and how to stop it."""
+
+    name: str
+    url: str
+    stop: Callable[[], None]
+    extra: dict = field(default_factory=dict)
+    exact: bool = False
+
+
+@dataclass
+class Outcome:
+    """One request, as its client saw it. Times in seconds from the request's start."""
+
+    prompt_id: str
+    client: int
+    text: str = ""
+    tokens: int = 0  # completion tokens: the server's usage, else the chunks with text
+    prompt_tokens: int | None = None  # as the server's usage counts them
+    ttft: float | None = None
+    last: float | None = None  # the last chunk with text
+    gaps: list[float] = field(default_factory=list)  # between successive chunks with text
+    seconds: float = 0.0
+    speculative: dict | None = None  # ours: the answer's `speculative` object
+    error: str | None = None
+
+    @property
+    def per_token(self) -> float | None:
+        """Seconds per output token after the first (TPOT)."""
+        if self.tokens < 2 or self.ttft is None or self.last is None:
+            return None
+        return (self.last - self.ttft) / (self.tokens - 1)
+
+
+@dataclass
+class Load:
+    method: str
+    clients: int
+    seconds: float  # wall time, first request sent to last answer ended
+    outcomes: list[Outcome]
+    capped: bool = False  # the load's cap stopped it (its unfinished requests are errors)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def request_body(prompt: Prompt, max_tokens: int, extra: dict) -> dict:
+    return {"messages": [{"role": "user", "content": prompt.prompt}], "stream": True,
+            "stream_options": {"include_usage": True}, "temperature": 0, "max_tokens": max_tokens, "seed": SEED,
+            **extra}
+
+
+def _message(text: str) -> str:
+    """A refusal's one-line reason from its body (OpenAI's error object, or the text itself)."""
+    try:
+        error = json.loads(text).get("error")
+        text = error.get("message", text) if isinstance(error, dict) else str(error or text)
+    except (ValueError, AttributeError):
+        pass
+    return " ".join(text.split())[:200] or "no body"
+
+
+def _chunk_text(chunk: dict) -> str:
+    choices = chunk.get("choices") or [{}]
+    delta = choices[0].get("delta")
+    return (delta.get("content") if delta is not None else choices[0].get("text")) or ""
+
+
+async def stream_request(http, url: str, body: dict, timeout: float, prompt_id: str = "", client: int = 0
+                         ) -> Outcome:
+    """One streamed request, bounded by `timeout` seconds end to end; whatever goes wrong is the outcome's error."""
+    import httpx
+
+    out = Outcome(prompt_id, client)
+    start = time.perf_counter()
+    pieces, usage, chunks, done, previous = [], None, 0, False, None
+    try:
+        async with asyncio.timeout(timeout), http.stream("POST", url, json=body) as response:
+            if response.status_code != 200:
+                refusal = (await response.aread()).decode(errors="replace")
+                out.error = f"HTTP {response.status_code}: {_message(refusal)}"
+            else:
+                async for line in response.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        done = True
+                        break
+                    chunk = json.loads(data)
+                    if chunk.get("error"):
+                        out.error = f"error in the stream: {_message(data)}"
+                        break
+                    now = time.perf_counter() - start
+                    if piece := _chunk_text(chunk):
+                        if out.ttft is None:
+                            out.ttft = now
+                        else:
+                            out.gaps.append(now - previous)
+                        previous = out.last = now
+                        chunks += 1
+                        pieces.append(piece)
+                    usage = chunk.get("usage") or usage
+                    out.speculative = chunk.get("speculative") or out.speculative
+                if not done and out.error is None:
+                    out.error = "the stream ended without [DONE]"
+    except TimeoutError:
+        out.error = f"no whole answer within {timeout:g} s"
+    except (httpx.HTTPError, OSError, ValueError) as error:
+        out.error = f"{type(error).__name__}: {error}".rstrip(": ")
+    out.seconds = time.perf_counter() - start
+    out.text = "".join(pieces)
+    out.tokens = int(usage["completion_tokens"]) if usage and "completion_tokens" in usage else chunks
+    out.prompt_tokens = usage.get("prompt_tokens") if usage else None
+    return out
+
+
+def load_cap(prompts: int, clients: int, request_timeout: float) -> float:
+    """The most seconds one load may take: its largest share of requests, each at its timeout, plus a margin."""
+    return math.ceil(prompts / clients) * request_timeout + 10.0
+
+
+def run_load(served: Served, prompts: list[Prompt], clients: int, max_tokens: int, request_timeout: float,
+             cap: float | None = None, progress: bool = True) -> Load:
+    """`clients` concurrent clients, client i sending prompts i, i + clients, ... one after another."""
+    return asyncio.run(_load(served, prompts, clients, max_tokens, request_timeout,
+                             load_cap(len(prompts), clients, request_timeout) if cap is None else cap, progress))
+
+
+async def _load(served: Served, prompts: list[Prompt], clients: int, max_tokens: int, request_timeout: float,
+                cap: float, progress: bool) -> Load:
+    import httpx
+
+    outcomes: list[Outcome] = []
+    bar = tqdm(total=len(prompts), desc=f"{served.name}, {clients} client{'s' if clients > 1 else ''}",
+               unit="request", file=sys.stderr, disable=not progress, leave=False)
+    timeout = httpx.Timeout(request_timeout, connect=min(10.0, request_timeout))
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+
+    async def client(http, index: int) -> None:
+        for prompt in prompts[index::clients]:
+            outcomes.append(await stream_request(http, served.url + CHAT, request_body(prompt, max_tokens,
+                                                 served.extra), request_timeout, prompt.id, index))
+            bar.update()
+
+    capped = False
+    async with httpx.AsyncClient(timeout=timeout, limits=limits) as http:
+        start = time.perf_counter()
+        try:
+            async with asyncio.timeout(cap):
+                await asyncio.gather(*(client(http, i) for i in range(clients)))
+        except TimeoutError:
+            capped = True
+        seconds = time.perf_counter() - start
+    bar.close()
+    answered = {o.prompt_id for o in outcomes}
+    outcomes += [Outcome(p.id, i % clients, error=f"unfinished: the load's cap of {cap:g} s was reached")
+                 for i, p in enumerate(prompts) if p.id not in answered]
+    return Load(served.name, clients, seconds, outcomes, capped)
+
+
+def warm_up(served: Served, prompt: Prompt, max_tokens: int, timeout: float = STARTUP_SECONDS) -> Outcome:
+    """One untimed request (ours loads its models on the first); a failure is a one-line ValueError."""
+
+    async def one() -> Outcome:
+        import httpx
+
+        async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0)) as http:
+            return await stream_request(http, served.url + CHAT, request_body(prompt, max_tokens, served.extra),
+                                        timeout, prompt.id)
+
+    outcome = asyncio.run(one())
+    if outcome.error:
+        raise ValueError(f"{served.name}: the warm-up request failed: {outcome.error}")
+    return outcome
+
+
+# Servers
+
+
+def _healthy(url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(url + "/health", timeout=2.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def start_ours(target: str, draft: str | None, threads: int, clients: int, request_timeout: float,
+               serve_flags: list[str] = (), startup_seconds: float = STARTUP_SECONDS) -> Served:
+    """`specdecode serve` in its own process (this checkout's code, torch on `threads` threads), its queue long
+    enough for every client; serve_flags are passed on (e.g. --sequences N where serve has it)."""
+    port = free_port()
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads),
+           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "specdecode", "serve", "--target", target, *(["--draft", draft] if draft else []),
+               "--port", str(port), "--max-queue", str(max(16, 2 * clients)), "--request-timeout",
+               f"{request_timeout:g}", "--log-level", "warning", *serve_flags]
+    log = tempfile.TemporaryFile()  # noqa: SIM115 (open as long as the server runs)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, env=env)
+
+    def stop() -> None:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+        log.close()
+
+    url = f"http://127.0.0.1:{port}"
+    _wait_healthy(url, process, log, stop, "our server", startup_seconds)
+    return Served("ours", url, stop, exact=True)
+
+
+def _wait_healthy(url: str, process: subprocess.Popen, log, stop: Callable[[], None], name: str,
+                  seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not _healthy(url):
+        if process.poll() is not None or time.monotonic() > deadline:
+            log.seek(0)
+            lines = log.read().decode(errors="replace").strip().splitlines()
+            why = f"exited with status {process.returncode}" if process.poll() is not None \
+                else f"not healthy within {seconds:g} s"
+            stop()
+            raise ValueError(f"{name} did not start ({why}): {lines[-1].strip() if lines else 'no output'}")
+        time.sleep(0.2)
+
+
+def llama_server_files(target: str, draft: str | None) -> tuple[Path | None, Path | None, str | None]:
+    """(the target's GGUF file, the draft GGUF llama-server speculates with, why llama-server is skipped) for a
+    target that ships as a GGUF file: a named model, the default target's file, or a FILE.gguf. The draft: --draft
+    when it names a named draft model, else the named draft made for this target; none for other targets."""
+    from ..models.default import DEFAULT_TARGET, gguf_path
+    from ..models.download import NAMED, gguf_file
+
+    if target in NAMED and NAMED[target].role == "target":
+        named = draft if draft in NAMED and NAMED[draft].role == "draft" else \
+            next((n for n, spec in NAMED.items() if spec.role == "draft"), None)
+        return gguf_file(target), gguf_file(named) if named else None, None
+    if target == DEFAULT_TARGET:
+        return gguf_path(), None, None
+    if target.endswith(".gguf") and Path(target).is_file():
+        return Path(target), None, None
+    return None, None, f"{target} is not a GGUF target (a named model, {DEFAULT_TARGET} or a FILE.gguf)"
+
+
+def start_llama_server(gguf: Path, threads: int, clients: int, draft: Path | None = None) -> Served:
+    """llama-server on `gguf` with `clients` slots (-np; each slot the context one request had alone), continuous
+    batching as it runs by default, its prompt cache off (the same prompts run at 1 and at N clients)."""
+    from .llama_server import LlamaServer
+
+    flags = ["-np", str(clients), "--jinja"]
+    if draft is not None:
+        flags += ["-md", str(draft), "--spec-type", "draft-simple"]
+    server = LlamaServer(gguf, threads, flags, context=4096 * clients)
+    name = "llama-server plain" if draft is None else f"llama-server draft {draft.stem}"
+    return Served(name, f"http://127.0.0.1:{server.port}", server.close, {"cache_prompt": False})
+
+
+# Figures
+
+
+def percentile(values: list[float], q: float, weights: list[float] | None = None) -> float | None:
+    """The q-th percentile (nearest rank; weighted: each value counts its weight), None of nothing."""
+    if not values:
+        return None
+    return float(np.percentile(np.asarray(values, dtype=float), q, weights=None if weights is None else
+                               np.asarray(weights, dtype=float), method="inverted_cdf"))
+
+
+def latencies(outcomes: list[Outcome]) -> dict:
+    """TTFT, per-token latency (over all tokens) and chunk gaps, p50 and p95, in milliseconds, of answered requests."""
+    done = [o for o in outcomes if o.error is None]
+    timed = [o for o in done if o.per_token is not None]
+    ttft = [o.ttft for o in done if o.ttft is not None]
+    per_token, weights = [o.per_token for o in timed], [o.tokens - 1 for o in timed]
+    gaps = [g for o in done for g in o.gaps]
+    figures = {}
+    for name, values, w in (("ttft", ttft, None), ("per_token", per_token, weights), ("chunk_gap", gaps, None)):
+        for q in (50, 95):
+            value = percentile(values, q, w)
+            figures[f"{name}_p{q}_ms"] = None if value is None else value * 1e3
+    return figures
+
+
+def summarize(load: Load) -> dict:
+    """A load's figures: aggregate tokens/s, latencies overall and per client, errors."""
+    done = [o for o in load.outcomes if o.error is None]
+    tokens = sum(o.tokens for o in done)
+    stats = [o.speculative for o in done if o.speculative]
+    calls = sum(s.get("target_calls") or 0 for s in stats)
+    per_client = []
+    for client in sorted({o.client for o in load.outcomes}):
+        mine = [o for o in load.outcomes if o.client == client]
+        answered = [o for o in mine if o.error is None]
+        busy = sum(o.seconds for o in answered)
+        per_client.append({"client": client, "requests": len(mine), "errors": len(mine) - len(answered),
+                           "tokens": sum(o.tokens for o in answered),
+                           "tokens_per_second": sum(o.tokens for o in answered) / busy if busy > 0 else None,
+                           **latencies(mine)})
+    return {"clients": load.clients, "requests": len(load.outcomes), "errors": len(load.outcomes) - len(done),
+            "error_examples": sorted({o.error for o in load.outcomes if o.error})[:3], "capped": load.capped,
+            "tokens": tokens, "prompt_tokens": sum(o.prompt_tokens or 0 for o in done), "seconds": load.seconds,
+            "tokens_per_second": tokens / load.seconds if load.seconds > 0 else 0.0,
+            "tokens_per_target_call": tokens / calls if calls else None, **latencies(load.outcomes),
+            "per_client": per_client, "answers": [answer(o) for o in load.outcomes]}
+
+
+def answer(o: Outcome) -> dict:
+    """One request in the report: its figures (ms), its error, its text."""
+    return {"prompt_id": o.prompt_id, "client": o.client, "tokens": o.tokens, "prompt_tokens": o.prompt_tokens,
+            "ttft_ms": None if o.ttft is None else o.ttft * 1e3,
+            "per_token_ms": None if o.per_token is None else o.per_token * 1e3, "seconds": o.seconds,
+            "error": o.error, "text": o.text}
+
+
+def mismatches(outcomes: list[Outcome], reference: dict[str, str]) -> list[str]:
+    """The prompts whose answer differs from the reference text for the same prompt (requests that failed, here or
+    in the reference, are left out: they count as errors)."""
+    return sorted(o.prompt_id for o in outcomes
+                  if o.error is None and o.prompt_id in reference and o.text != reference[o.prompt_id])
+
+
+def texts(load: Load) -> dict[str, str]:
+    return {o.prompt_id: o.text for o in load.outcomes if o.error is None}
+
+
+def compare(loads: dict[tuple[str, int], Load], exact: dict[str, bool], clients: int) -> list[dict]:
+    """Per server: each load's figures, N clients over 1 (tokens/s), and the N-client answers that differ from the
+    same request served alone (the 1-client load)."""
+    methods = []
+    for name in dict.fromkeys(method for method, _ in loads):
+        alone, loaded = loads[(name, 1)], loads[(name, clients)]
+        one, many, reference = summarize(alone), summarize(loaded), texts(alone)
+        different = mismatches(loaded.outcomes, reference) if clients > 1 else []
+        methods.append({"method": name, "exact": exact[name], "loads": {"1": one, str(clients): many},
+                        "scaling": many["tokens_per_second"] / one["tokens_per_second"]
+                        if one["tokens_per_second"] else None,
+                        "compared": len([o for o in loaded.outcomes if o.error is None and o.prompt_id in
+                                         reference]) if clients > 1 else 0,
+                        "mismatches": len(different), "mismatched": different})
+    return methods
+
+
+def run_clients(target: str, draft: str | None, clients: int, prompts: list[Prompt], max_tokens: int, threads: int,
+                request_timeout: float, serve_flags: list[str] = (), progress: bool = True,
+                say: Callable[[str], None] = print) -> dict:
+    """Start the servers, warm each up, run the 1-client load on each and then the N-client load (in the reverse
+    order), stop them; the raw figures as a JSON-able dict."""
+    if clients < 1:
+        raise ValueError(f"--clients must be >= 1, got {clients}")
+    if len(prompts) < clients:
+        raise ValueError(f"--clients {clients} needs at least {clients} prompts, there are {len(prompts)}: raise "
+                         "--prompts-per-kind")
+    started = time.perf_counter()
+    gguf, draft_gguf, skipped = llama_server_files(target, draft)
+    if skipped:
+        say(f"llama-server: skipped ({skipped})")
+    elif draft_gguf is None:
+        say(f"llama-server with a draft: skipped ({target} has no named draft model)")
+    servers: list[Served] = []
+    loads: dict[tuple[str, int], Load] = {}
+    drafts: dict[str, str | None] = {}
+    with contextlib.ExitStack() as stack:
+        def started_server(served: Served) -> Served:
+            stack.callback(served.stop)
+            servers.append(served)
+            return served
+
+        started_server(start_ours(target, draft, threads, clients, request_timeout, serve_flags))
+        if gguf is not None:
+            started_server(start_llama_server(gguf, threads, clients))
+            if draft_gguf is not None:
+                started_server(start_llama_server(gguf, threads, clients, draft_gguf))
+        for served in servers:
+            warmed = warm_up(served, prompts[0], min(max_tokens, 8))
+            drafts[served.name] = (warmed.speculative or {}).get("draft")
+        for count in dict.fromkeys((1, clients)):
+            for served in servers if count == 1 else servers[::-1]:
+                loads[(served.name, count)] = run_load(served, prompts, count, max_tokens, request_timeout,
+                                                       progress=progress)
+    methods = compare(loads, {s.name: s.exact for s in servers}, clients)
+    for m in methods:
+        m["draft"] = drafts.get(m["method"])
+    return {"target": target, "draft": draft, "clients": clients, "max_new_tokens": max_tokens, "seed": SEED,
+            "endpoint": CHAT, "request_timeout": request_timeout, "prompts": [p.id for p in prompts],
+            "llama_server_skipped": skipped, "methods": methods, "seconds": time.perf_counter() - started}
+
+
+# Report
+
+
+LATENCIES = ("ttft_p50_ms", "ttft_p95_ms", "per_token_p50_ms", "per_token_p95_ms", "chunk_gap_p50_ms",
+             "chunk_gap_p95_ms")
+
+
+def _latency_cells(figures: dict, keys: tuple[str, ...]) -> str:
+    """Milliseconds, to 3 figures or so, as table cells."""
+    return " | ".join("" if figures[k] is None else f"{figures[k]:.0f}" if figures[k] >= 100 else f"{figures[k]:.1f}"
+                      for k in keys)
+
+
+def warnings(report: dict) -> list[str]:
+    """Lines that must not be missed: answers under load that differ from the same request alone (ours claims
+    none), and requests that failed."""
+    lines = []
+    for m in report["methods"]:
+        if m["mismatches"] and m["exact"]:
+            lines.append(f"MISMATCH: {m['method']}: {m['mismatches']} of {m['compared']} answers under "
+                         f"{report['clients']} clients differ from the same request served alone "
+                         f"({', '.join(m['mismatched'][:8])})")
+        for count, load in m["loads"].items():
+            if load["errors"]:
+                lines.append(f"ERRORS: {m['method']}, {count} client(s): {load['errors']} of {load['requests']} "
+                             f"requests failed ({'; '.join(load['error_examples'])})")
+    return lines
+
+
+def markdown(report: dict) -> str:
+    """The --clients section of the bench report."""
+    mc, n = report["machine"], report["clients"]
+    base = next((m for m in report["methods"] if m["method"] == "llama-server plain"), None)
+    lines = [f"## Load: {n} concurrent clients, {report['target']}", "",
+             f"Command: `{report.get('command', '')}`  ",
+             f"Commit {mc['commit']}, {mc['date']}; {mc['capability']}; {mc['threads']} threads, dtype {mc['dtype']}. "
+             f"{len(report['prompts'])} {'toy' if report['target'] == 'toy' else 'held-out'} prompts x "
+             f"{report['max_new_tokens']} new tokens, streamed over "
+             f"loopback (POST {report['endpoint']}, temperature 0, seed {report['seed']}); each client sends its "
+             "share one request after another; the same prompts with 1 client (servers in turn) and then with "
+             f"{n} (in the reverse order). Tokens/s = completion tokens / the load's wall time. Per-token latency: "
+             "each token counts its request's (last chunk - first chunk) / (tokens - 1); chunk gap: between chunks "
+             "with text (ours sends one per round, llama-server one per token). Latencies in ms.", ""]
+    if report.get("llama_server_skipped"):
+        lines += [f"llama-server: skipped ({report['llama_server_skipped']}).", ""]
+    counted = {m["method"]: m["loads"]["1"]["prompt_tokens"] for m in report["methods"]}
+    if len(set(counted.values())) > 1:
+        lines += ["Prompt tokens of the 1-client load as each server counted them (the same messages, templated "
+                  "and tokenised by each): " + ", ".join(f"{name} {n}" for name, n in counted.items()) + ".", ""]
+    lines += ["| method | draft | clients | tokens/s | vs 1 client | vs llama-server plain | TTFT p50 | TTFT p95 | "
+              "per-token p50 | per-token p95 | chunk gap p50 | chunk gap p95 | tokens/target call | errors | "
+              "answers differing from alone |", "|---" * 15 + "|"]
+    for m in report["methods"]:
+        for count, load in m["loads"].items():
+            theirs = base["loads"][count]["tokens_per_second"] if base else None
+            differ = "" if count == "1" else f"{m['mismatches']} of {m['compared']}" + \
+                ("" if m["exact"] else " (not claimed)")
+            lines.append(f"| {m['method']} | {m.get('draft') or ''} | {count} | {load['tokens_per_second']:.1f} | "
+                         f"{fmt(m['scaling'], '.2f', 'x') if count != '1' else ''} | "
+                         f"{fmt(load['tokens_per_second'] / theirs, '.2f', 'x') if theirs else ''} | "
+                         f"{_latency_cells(load, LATENCIES)} | {fmt(load['tokens_per_target_call'])} | "
+                         f"{load['errors']} of {load['requests']}{' (capped)' if load['capped'] else ''} | {differ} |")
+    lines += ["", f"### Per client ({n} clients)", "",
+              "| method | client | requests | tokens | tokens/s while busy | TTFT p50 | TTFT p95 | per-token p50 | "
+              "per-token p95 | errors |", "|---" * 10 + "|"]
+    for m in report["methods"]:
+        for c in m["loads"][str(n)]["per_client"]:
+            rate = "" if c["tokens_per_second"] is None else f"{c['tokens_per_second']:.1f}"
+            lines.append(f"| {m['method']} | {c['client']} | {c['requests']} | {c['tokens']} | {rate} | "
+                         f"{_latency_cells(c, LATENCIES[:4])} | {c['errors']} |")
+    if warned := warnings(report):
+        lines += ["", *[f"**{line}**" for line in warned]]
+    return "\n".join(lines) + "\n"
+
+
+def write(report: dict, out: Path) -> list[Path]:
+    """clients.json and clients.md under `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "clients.json").write_text(json.dumps(report, indent=1))
+    (out / "clients.md").write_text(markdown(report))
+    return [out / "clients.json", out / "clients.md"]
