@@ -11,6 +11,8 @@ before it, and its cache checks itself on every pass.
 
 from __future__ import annotations
 
+import copy
+
 import torch
 
 from .models.base import CausalLM
@@ -39,7 +41,28 @@ EXAMPLE_P = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
 EXAMPLE_Q = torch.tensor([0.6, 0.2, 0.2], dtype=torch.float64)
 
 
-class BigramLM(CausalLM):
+class _Sequences:
+    """Several sequences of one toy model: each a shallow copy sharing the tables, with an empty cache of its own
+    (`CausalLM.sequence`). Their passes run in turn (the protocol's `extend_batch`)."""
+
+    sequences = True
+    _root = None
+    _views: dict
+
+    def sequence(self, index: int) -> CausalLM:
+        root = self._root or self
+        if index == 0:
+            return root
+        views = root.__dict__.setdefault("_views", {})
+        if index not in views:
+            view = copy.copy(root)
+            view._root = root
+            view._empty()
+            views[index] = view
+        return views[index]
+
+
+class BigramLM(_Sequences, CausalLM):
     """A bigram table as a `CausalLM`: logits [k, V] = log table[tokens]. The 'cache' is just a length."""
 
     max_length = None
@@ -63,6 +86,9 @@ class BigramLM(CausalLM):
         if not 0 <= length <= self._length:
             raise ValueError(f"cannot roll back to {length}: the cache holds {self._length} tokens")
         self._length = length
+
+    def _empty(self) -> None:
+        self._length = 0
 
 
 class ToyTokenizer:
@@ -122,7 +148,7 @@ def bigram_pair(seed: int = 0) -> tuple[BigramLM, BigramLM]:
 NOISE_ROWS = 4096  # distinct prefix-dependent logit offsets of a PrefixLM
 
 
-class PrefixLM(CausalLM):
+class PrefixLM(_Sequences, CausalLM):
     """A toy `CausalLM` whose next word depends on the whole prefix, with a cache that checks itself.
 
     logits after w_1 .. w_i = log table[w_i] + offsets[h_i], where h_i is a hash of every word w_1 .. w_i and
@@ -178,6 +204,9 @@ class PrefixLM(CausalLM):
             raise ValueError(f"cannot roll back to {length}: the cache holds {self.length} tokens")
         del self.tokens[length:], self._hashes[length:]
         self._check()
+
+    def _empty(self) -> None:
+        self.tokens, self._hashes = [], []
 
 
 def prefix_pair(seed: int = 0, noise: float = 1.0) -> tuple[PrefixLM, PrefixLM]:

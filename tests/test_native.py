@@ -121,6 +121,30 @@ def test_passes_are_batch_invariant_where_claimed(fmt, smollm2_native):
         assert torch.equal(together, alone), k
 
 
+@pytest.mark.parametrize("fmt", INVARIANT)
+def test_a_batched_pass_gives_each_sequence_bitwise_its_own_rows(fmt, smollm2_native):
+    """Sequences of different lengths in one pass (`extend_batch`, the server's batches): each one's logits are
+    bitwise those of its own pass, prefill and verify alike, so no request's output depends on who else is served."""
+    model = smollm2_native.model if smollm2_native.model.format == fmt else load_native(smollm2_native.source, fmt)
+    tok = smollm2_native.tokenizer
+    prompts = [tok.encode(p) for p in ("Write a Python function that reverses a string.",
+                                        "Name three rivers in Europe.", "What is 17 * 23?")]
+    extra = [[100], [2000, 31, 7, 999], [12, 13]]
+    sequences = [model.sequence(i) for i in range(3)]
+    for sequence in sequences:
+        sequence.rollback(0)
+    prefills = model.extend_batch([(s, torch.tensor(ids), 1) for s, ids in zip(sequences, prompts, strict=True)])
+    together = model.extend_batch([(s, torch.tensor(e), None) for s, e in zip(sequences, extra, strict=True)])
+    assert [s.length for s in sequences] == [len(p) + len(e) for p, e in zip(prompts, extra, strict=True)]
+    for sequence, ids, more, prefill, verified in zip(sequences, prompts, extra, prefills, together, strict=True):
+        sequence.rollback(0)
+        assert torch.equal(sequence.extend(torch.tensor(ids), keep=1), prefill)
+        assert torch.equal(sequence.extend(torch.tensor(more)), verified)
+    assert not torch.equal(together[1][-1], together[2][-1])  # the rows differ: a mix-up would show
+    with pytest.raises(ValueError, match="twice"):
+        model.extend_batch([(sequences[1], torch.tensor([5]), None), (sequences[1], torch.tensor([6]), None)])
+
+
 def test_batch_invariance_holds_across_a_key_block_boundary(smollm2_native):
     """A pass whose keys span two attention blocks (positions 505..512) still matches token-by-token passes."""
     model = smollm2_native.model

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..models.llama import rmsnorm, run_layers
+from ..models.llama import Segment, rmsnorm, run_layers
 from ..models.native import NativeLlama
 from ..sampling import sample
 
@@ -42,7 +42,7 @@ class BatchedTeacher:
         x = m.embed[ids]  # [B, T, D]
         cos, sin = m.cos[positions], m.sin[positions]  # [B, T, hd]
         x, features = run_layers(m.layers, x, lambda i, layer, x: layer(
-            x, self.s, cos, sin, k_cache[i], v_cache[i], start, T, start + T, mask), capture)
+            x, self.s, cos, sin, [Segment(0, T, k_cache[i], v_cache[i], start, T, start + T, mask)]), capture)
         hidden = rmsnorm(x, m.norm, self.s.rms_eps)
         return (hidden, features) if capture else hidden
 

@@ -7,11 +7,13 @@ case. A draft may propose fewer than gamma tokens, even none: the round is then 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch
 
+from ..models.base import CausalLM
 from ..sampling import SamplingConfig
 
 
@@ -50,6 +52,12 @@ class Draft(Protocol):
     ) -> Proposal:
         """Propose up to gamma tokens to follow context (the prompt and every token generated so far)."""
         ...
+
+    def fork(self, sequence: Callable[[CausalLM], CausalLM]) -> Draft:
+        """A draft like this one with state of its own, to draft for another sequence served beside this one's:
+        every model it drafts with is replaced by sequence(model), a view of it with a cache of its own. Drafts
+        that cannot (a feature draft reads one target's hidden states) raise ValueError."""
+        raise ValueError(f"the {self.name} draft cannot draft for several sequences at once")
 
     def observe(self, features: torch.Tensor) -> None:
         """features [n, F]: the target's, for the next n positions of the context (only when feature_layers is set:

@@ -23,6 +23,9 @@ class HybridDraft(Draft):
         self.name = f"lookup+{fallback.name}"
         self.feature_layers = fallback.feature_layers  # a feature draft must see every pass
 
+    def fork(self, sequence) -> HybridDraft:
+        return HybridDraft(self.fallback.fork(sequence), self.lookup.max_ngram, self.lookup.min_ngram)
+
     def observe(self, features: torch.Tensor) -> None:
         self.fallback.observe(features)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from ..models.base import CausalLM
@@ -36,6 +38,9 @@ class ModelDraft(Draft):
         self.start = 0  # the view: context[start:]
         self.cached: list[int] = []
         self._synced = 0  # cached[:_synced] is known to equal the view of the last call
+
+    def fork(self, sequence: Callable[[CausalLM], CausalLM]) -> ModelDraft:
+        return ModelDraft(sequence(self.model), self.vocab_size, self.name)
 
     def begin(self, prompt_ids: list[int]) -> None:
         window = self.model.max_length

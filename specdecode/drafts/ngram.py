@@ -96,6 +96,9 @@ class NgramDraft(Draft):
                              f"({self.vocab_size})")
         self.name = "unigram" if order == 1 else "bigram"
 
+    def fork(self, sequence) -> NgramDraft:
+        return self  # it keeps no state
+
     def begin(self, prompt_ids: list[int]) -> None:
         pass
 

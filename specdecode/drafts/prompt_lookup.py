@@ -24,6 +24,9 @@ class PromptLookupDraft(Draft):
         self._index: dict[tuple[int, ...], int] = {}  # n-gram -> where its latest continuation starts
         self._context: list[int] = []
 
+    def fork(self, sequence) -> PromptLookupDraft:
+        return PromptLookupDraft(self.vocab_size, self.max_ngram, self.min_ngram)
+
     def begin(self, prompt_ids: list[int]) -> None:
         self._index.clear()
         self._context = []

@@ -31,6 +31,7 @@ class CausalLM(Protocol):
     batch_invariant: bool = False  # whether a k-token pass gives bitwise the rows of k 1-token passes
     feature_layers: tuple[int, ...] = ()  # layers whose incoming residual stream each pass keeps (a feature draft's)
     features: torch.Tensor | None = None  # [k, F]: those of the last pass's k tokens, when feature_layers is set
+    sequences: bool = False  # whether `sequence` gives more sequences, each with a cache of its own
 
     @property
     def weight_bytes(self) -> int:
@@ -56,3 +57,16 @@ class CausalLM(Protocol):
     def rollback(self, length: int) -> None:
         """Keep only the first `length` cached tokens (0 <= length <= self.length)."""
         ...
+
+    def sequence(self, index: int) -> CausalLM:
+        """Sequence `index` of this model (0: itself): a view with a cache of its own on the same weights, when
+        `sequences` is set. Engines that keep one cache have only sequence 0."""
+        if index != 0:
+            raise ValueError(f"{self.name} keeps one cache: it serves one sequence at a time")
+        return self
+
+    def extend_batch(self, parts: list[tuple[CausalLM, torch.Tensor, int | None]]) -> list[torch.Tensor]:
+        """Extend several of this model's sequences: parts [(sequence, tokens [k], keep)] -> logits per part, as
+        each sequence's `extend` gives them. An engine that can runs them in one pass; this default runs each in
+        turn."""
+        return [sequence.extend(tokens, keep) for sequence, tokens, keep in parts]

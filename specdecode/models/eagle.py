@@ -31,7 +31,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from .linear import Linear, activation_dtype
-from .llama import LlamaLayer, LlamaShape, rmsnorm
+from .llama import LlamaLayer, LlamaShape, Segment, rmsnorm
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
 LAYER = "midlayer."
@@ -134,8 +134,8 @@ class EagleHead:
         [B, KV, S, hd], slots start..start+T written, :span read under mask [T, span] or None = all) -> out [B, T, D].
         Drafting runs it with B = 1; training (distill/eagle/loss.py) over a batch, once per rollout step."""
         T = h.shape[1]
-        attended = self.layer.attention(self.inputs(h, embeds), self.shape, cos, sin, k_cache, v_cache, start, T,
-                                        span, mask)
+        attended = self.layer.attention(self.inputs(h, embeds), self.shape, cos, sin,
+                                        [Segment(0, T, k_cache, v_cache, start, T, span, mask)])
         return self.finish(h, attended)
 
     def logits(self, out: torch.Tensor) -> torch.Tensor:

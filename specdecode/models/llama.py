@@ -3,8 +3,9 @@
     h   = x + attention(rmsnorm(x))       q, k, v = split(x Wqkv^T); rotate q, k; write k, v into the cache
     out = h + mlp(rmsnorm(h))             mlp(x) = (silu(x Wgate^T) * x Wup^T) Wdown^T
 
-x is [B, T, D] (B sequences of T new tokens). The native engine runs it with B = 1; the distillation teacher with a
-batch. Weights are `Linear`s in whichever format the engine chose (see linear.py).
+x is [B, T, D] (B sequences of T new tokens, or one row of several sequences' tokens one after another, as
+`Segment`s say). The native engine runs it with B = 1; the EAGLE trainer with a batch. Weights are `Linear`s in
+whichever format the engine chose (see linear.py).
 """
 
 from __future__ import annotations
@@ -73,6 +74,24 @@ class KeyPositions:
     keys padded). The engine's choice for the int4-dot8 format, whose kernels are built anyway."""
 
     positions: torch.Tensor  # [T] int64
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One sequence's rows of a pass. A pass (x [B, T, D]) may carry several sequences one after another along T
+    (the native engine's batched pass, with B = 1): rows first .. first + count - 1 are this one's. The first
+    `written` of them are its new tokens, whose keys and values go to its cache slots start..; the rest repeat its
+    last token (see `LlamaLayer.attend`). Its rows attend cache slots :span under mask [B or 1, 1, R, span]
+    (additive, R >= count; None: all of them), or as `KeyPositions` say (span = S)."""
+
+    first: int
+    count: int
+    k_cache: torch.Tensor  # [B, KV, S, hd]
+    v_cache: torch.Tensor  # [B, KV, S, hd]
+    start: int
+    written: int
+    span: int
+    mask: torch.Tensor | KeyPositions | None
 
 
 def rotary_tables(shape: LlamaShape, length: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -144,13 +163,10 @@ class LlamaLayer:
         return norms + sum(lin.nbytes for lin in (self.qkv, self.o, self.gate_up, self.down))
 
     def __call__(self, x: torch.Tensor, shape: LlamaShape, cos: torch.Tensor, sin: torch.Tensor,
-                 k_cache: torch.Tensor, v_cache: torch.Tensor, start: int, written: int, span: int,
-                 mask: torch.Tensor | KeyPositions) -> torch.Tensor:
-        """x [B, T, D]; cos, sin [B, T, hd]; k_cache, v_cache [B, KV, S, hd]: the first `written` new keys and values
-        go to slots start.., and attention reads slots :span under mask [B or 1, 1, T, span] (additive), or as
-        `KeyPositions` say (span = S) -> [B, T, D]."""
-        h = x + self.attention(rmsnorm(x, self.attn_norm, shape.rms_eps), shape, cos, sin, k_cache, v_cache, start,
-                               written, span, mask)
+                 segments: list[Segment]) -> torch.Tensor:
+        """x [B, T, D]; cos, sin [B, T, hd]; segments: whose rows of x are whose (one per sequence, in order along
+        T) -> [B, T, D]."""
+        h = x + self.attention(rmsnorm(x, self.attn_norm, shape.rms_eps), shape, cos, sin, segments)
         return h + self.mlp(rmsnorm(h, self.mlp_norm, shape.rms_eps))
 
     def project(self, x: torch.Tensor, shape: LlamaShape, cos: torch.Tensor, sin: torch.Tensor
@@ -165,28 +181,36 @@ class LlamaLayer:
         v = qkv[..., (H + KV) * hd:].view(B, T, KV, hd).transpose(1, 2)  # [B, KV, T, hd]
         return q, k, v
 
-    def attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-               mask: torch.Tensor | KeyPositions | None) -> torch.Tensor:
-        """q [B, H, T, hd] over keys, values [B, KV, S, hd] under mask [B or 1, 1, R, S] (additive), then the
-        output projection -> [B, T, D]. R > T repeats the last query to R rows and keeps the first T: the CPU
-        attention kernel rounds differently below some row count, and a batch-invariant pass must not. With
+    @staticmethod
+    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, segment: Segment) -> torch.Tensor:
+        """One segment's attention: q [B, H, T, hd], k, v [B, KV, T, hd] of the whole pass; the segment's new keys
+        and values go into its cache, its rows attend it -> [B, count, H hd].
+
+        With an additive mask of R > count rows, the last query is repeated to R rows and the first count kept: the
+        CPU attention kernel rounds differently below some row count, and a batch-invariant pass must not. With
         `KeyPositions` (B = 1, float32, the whole cache as keys and values) our kernel computes it instead."""
+        s = segment
+        rows = slice(s.first, s.first + s.count)
+        q = q[:, :, rows]
+        s.k_cache[:, :, s.start:s.start + s.written] = k[:, :, s.first:s.first + s.written]
+        s.v_cache[:, :, s.start:s.start + s.written] = v[:, :, s.first:s.first + s.written]
+        keys, values = s.k_cache[:, :, :s.span], s.v_cache[:, :, :s.span]  # [B, KV, span, hd]
         B, H, T, hd = q.shape
-        if isinstance(mask, KeyPositions):
-            out = torch.ops.specdecode.attend(q[0].contiguous(), keys[0], values[0], mask.positions)[None]
-            return apply(self.o, out.transpose(1, 2).reshape(B, T, H * hd))
-        if mask is not None and mask.shape[-2] > T:
-            q = torch.cat([q, q[:, :, -1:].expand(B, H, mask.shape[-2] - T, hd)], dim=2)
-        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)[:, :, :T]
-        return apply(self.o, out.transpose(1, 2).reshape(B, T, H * hd))
+        if isinstance(s.mask, KeyPositions):
+            out = torch.ops.specdecode.attend(q[0].contiguous(), keys[0], values[0], s.mask.positions)[None]
+        else:
+            if s.mask is not None and s.mask.shape[-2] > T:
+                q = torch.cat([q, q[:, :, -1:].expand(B, H, s.mask.shape[-2] - T, hd)], dim=2)
+            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=s.mask, enable_gqa=True)[:, :, :T]
+        return out.transpose(1, 2).reshape(B, T, H * hd)
 
     def attention(self, x: torch.Tensor, shape: LlamaShape, cos: torch.Tensor, sin: torch.Tensor,
-                  k_cache: torch.Tensor, v_cache: torch.Tensor, start: int, written: int, span: int,
-                  mask: torch.Tensor | KeyPositions) -> torch.Tensor:
+                  segments: list[Segment]) -> torch.Tensor:
+        """Attention of every segment's rows over its own cache, then the output projection over all rows at
+        once -> [B, T, D]."""
         q, k, v = self.project(x, shape, cos, sin)
-        k_cache[:, :, start:start + written] = k[:, :, :written]
-        v_cache[:, :, start:start + written] = v[:, :, :written]
-        return self.attend(q, k_cache[:, :, :span], v_cache[:, :, :span], mask)
+        outs = [self.attend(q, k, v, s) for s in segments]
+        return apply(self.o, outs[0] if len(outs) == 1 else torch.cat(outs, dim=1))
 
     def mlp(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = apply(self.gate_up, x).chunk(2, dim=-1)  # [B, T, I] each

@@ -14,12 +14,18 @@ on an AVX-512 EPYC, oneDNN's bf16 products at 3), so a pass of fewer tokens runs
 rows (the last token repeated at its own position); for the formats whose products are invariant at any row count
 (`linear.INVARIANT_PRODUCTS`: int4) only attention computes the extra query rows, and the products, where the time
 goes, compute k. Attention always spans whole blocks of KEY_BLOCK keys.
+
+Several sequences at once (the server's batches): `sequence(i)` is a view with a KV cache of its own, and
+`extend_batch` runs several sequences' new tokens in one pass, their rows one after another (`llama.Segment`): the
+products read each weight once for all of them, attention reads each sequence's own cache. Each row is bitwise what
+its sequence's own pass gives it, on the same terms as above.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -36,16 +42,28 @@ from .linear import (
     best_format,
     check_format,
 )
-from .llama import KeyPositions, LlamaLayer, LlamaShape, UnsupportedModel, rmsnorm, rotary_tables, run_layers
+from .llama import (
+    KeyPositions,
+    LlamaLayer,
+    LlamaShape,
+    Segment,
+    UnsupportedModel,
+    rmsnorm,
+    rotary_tables,
+    run_layers,
+)
 
-__all__ = ["KEY_BLOCK", "LlamaShape", "NativeLlama", "UnsupportedModel", "load_native"]
+__all__ = ["KEY_BLOCK", "LlamaShape", "NativeLlama", "NativeSequence", "UnsupportedModel", "load_native"]
 
 KEY_BLOCK = 512  # keys per block of torch's CPU flash attention (kvSplitSize) once there are >= 512 keys
 
 
 class NativeLlama(CausalLM):
-    """A Llama-family checkpoint behind the `CausalLM` protocol, with a static KV cache. Its verify slope is the
-    protocol's default (`VERIFY_SLOPE`, measured on this engine)."""
+    """A Llama-family checkpoint behind the `CausalLM` protocol, with a static KV cache (and one more per extra
+    sequence: `sequence`, `extend_batch`). Its verify slope is the protocol's default (`VERIFY_SLOPE`, measured on
+    this engine)."""
+
+    sequences = True
 
     def __init__(self, shape: LlamaShape, weights: dict[str, torch.Tensor], weight_format: str | None = None,
                  max_length: int | None = None, name: str = "llama", batch_invariant: bool = True):
@@ -99,17 +117,20 @@ class NativeLlama(CausalLM):
         # layers = the last layer's output) is kept from every pass as `features` [k, len(feature_layers) D].
         self.feature_layers: tuple[int, ...] = ()
         self.features: torch.Tensor | None = None
-        kv = (shape.layers, 1, shape.kv_heads, self.max_length, shape.head_dim)
-        self.k_cache = torch.zeros(kv, dtype=self.residual_dtype)  # [layers, 1, KV, max_length, hd]
-        self.v_cache = torch.zeros(kv, dtype=self.residual_dtype)
         cos, sin = rotary_tables(shape, self.max_length)
         self.cos, self.sin = cos.to(self.residual_dtype), sin.to(self.residual_dtype)  # [max_length, hd]
         self.key_positions = torch.arange(self.max_length)
-        self._length = 0
+        self._caches = [self._new_cache()]  # one per sequence; sequence 0 is this object's own
+        self._sequences: dict[int, NativeSequence] = {}
+
+    def _new_cache(self) -> Cache:
+        s = self.shape
+        kv = (s.layers, 1, s.kv_heads, self.max_length, s.head_dim)
+        return Cache(torch.zeros(kv, dtype=self.residual_dtype), torch.zeros(kv, dtype=self.residual_dtype))
 
     @property
     def length(self) -> int:
-        return self._length
+        return self._caches[0].length
 
     @property
     def weight_bytes(self) -> int:
@@ -123,50 +144,158 @@ class NativeLlama(CausalLM):
         self.head = Linear(self.head_weight()[self.output_ids], None, self.format)
 
     def rollback(self, length: int) -> None:
-        if not 0 <= length <= self._length:
-            raise ValueError(f"cannot roll back to {length}: the cache holds {self._length} tokens")
-        self._length = length  # the static cache keeps the stale tail; the mask never lets anyone see it
+        self._caches[0].rollback(length)
+
+    def sequence(self, index: int) -> CausalLM:
+        """Sequence `index` (0: this object): a view with a KV cache of its own, on the same weights. Passes of
+        several sequences run together through `extend_batch`."""
+        if index == 0:
+            return self
+        if index not in self._sequences:
+            while len(self._caches) <= index:
+                self._caches.append(self._new_cache())
+            self._sequences[index] = NativeSequence(self, index)
+        return self._sequences[index]
 
     def _rows(self, k: int) -> int:
         """Query rows attention computes in a pass of k tokens: k, or the fewest from which it is batch invariant."""
         return max(k, BATCH_INVARIANT_ROWS.get(self.format, 1)) if self.batch_invariant else k
 
-    @torch.inference_mode()
     def extend(self, tokens: torch.Tensor, keep: int | None = None) -> torch.Tensor:
+        return self.extend_batch([(self, tokens, keep)])[0]
+
+    @torch.inference_mode()
+    def extend_batch(self, parts: list[tuple[CausalLM, torch.Tensor, int | None]]) -> list[torch.Tensor]:
+        """One forward pass over several sequences' new tokens: parts [(sequence, tokens [k], keep)], each sequence
+        this model or one of its `sequence` views, at most once -> logits [min(keep or k, k), V] per part.
+
+        The products run over every part's rows at once and attention over each sequence's own cache, so each row
+        is bitwise what the sequence's own pass gives it (on a batch-invariant format): whoever else is served
+        beside a request never changes its output."""
+        plans, first = [], 0
+        for sequence, tokens, keep in parts:
+            plan = self._plan(sequence, tokens.view(-1), keep, first)
+            if any(p.cache is plan.cache for p in plans):
+                raise ValueError("a sequence appears twice in one batched pass")
+            plans.append(plan)
+            first += plan.count
+        tokens = torch.cat([p.tokens for p in plans])  # [T]: every part's rows, one after another
+        positions = torch.cat([p.positions for p in plans])
+        x = self.embed[tokens][None]  # [1, T, D]
+        cos, sin = self.cos[positions][None], self.sin[positions][None]  # [1, T, hd]
+        x, features = run_layers(self.layers, x, lambda i, layer, x: layer(x, self.shape, cos, sin, [
+            Segment(p.first, p.count, p.cache.k[i], p.cache.v[i], p.cache.length, p.k, p.span, p.mask)
+            for p in plans]), self.feature_layers)
+        rows = []  # each part's rows whose logits are wanted (padded where the products are not row-stable)
+        for p in plans:
+            p.cache.length += p.k
+            if features is not None:
+                p.sequence.features = features[0, p.first: p.first + p.k]  # [k, F]
+            wanted = x[0, p.first + p.k - p.out: p.first + p.k]  # [out, D]
+            if self.format not in INVARIANT_PRODUCTS and self._rows(p.out) > p.out:
+                wanted = _pad(wanted, self._rows(p.out))
+            rows.append(wanted)
+        logits = self.head(rmsnorm(torch.cat(rows), self.norm, self.shape.rms_eps)).float()
+        if self.output_ids is not None:
+            full = logits.new_full((logits.shape[0], self.vocab_size), -torch.inf)
+            logits = full.index_copy_(1, self.output_ids, logits)
+        out, first = [], 0
+        for p, wanted in zip(plans, rows, strict=True):
+            out.append(logits[first: first + p.out])  # [out, V]
+            first += wanted.shape[0]
+        return out
+
+    def _plan(self, sequence: CausalLM, tokens: torch.Tensor, keep: int | None, first: int) -> Plan:
+        """Where one sequence's tokens go in a batched pass, and what its rows attend."""
+        if sequence is self:
+            cache = self._caches[0]
+        elif isinstance(sequence, NativeSequence) and sequence.model is self:
+            cache = self._caches[sequence.index]
+        else:
+            raise ValueError("extend_batch takes this model's own sequences (NativeLlama.sequence)")
         k = tokens.numel()
-        start, end = self._length, self._length + k
+        start, end = cache.length, cache.length + k
+        if k < 1:
+            raise ValueError("a batched pass needs at least one token per sequence")
         if end > self.max_length:
             raise ValueError(f"the context window ({self.max_length} tokens) is full")
         rows = self._rows(k)  # query rows attention computes (the last one repeated: see the module docstring)
-        tokens, positions = tokens.view(-1), torch.arange(start, end)
-        padded = rows if self.format not in INVARIANT_PRODUCTS else k  # rows the products compute
-        if padded > k:
-            tokens, positions = _pad(tokens, padded), _pad(positions, padded)
-        x = self.embed[tokens][None]  # [1, padded, D]
-        cos, sin = self.cos[positions][None], self.sin[positions][None]  # [1, padded, hd]
+        positions = torch.arange(start, end)
+        count = rows if self.format not in INVARIANT_PRODUCTS else k  # rows the products compute
+        if count > k:
+            tokens, positions = _pad(tokens, count), _pad(positions, count)
         if self.kernel_attention:  # each row over its own keys, the whole cache handed over as it is
             span, mask = self.max_length, KeyPositions(positions[:k])
         else:
             # Attention spans whole blocks of KEY_BLOCK cache slots (the CPU flash kernel's block): a row then sees
             # the same reduction whatever the pass size, and all-masked blocks change nothing (batch invariance).
             span = min(-(-end // KEY_BLOCK) * KEY_BLOCK, self.max_length) if self.batch_invariant else end
-            # One additive causal mask per pass, shared by every layer: [rows, span], 0 = may attend, -inf = may not.
+            # One additive causal mask per sequence, shared by every layer: [rows, span], 0 = may attend, -inf not.
             mask = torch.zeros(rows, span, dtype=self.residual_dtype).masked_fill_(
-                self.key_positions[:span] > _pad(positions, rows)[:, None], -torch.inf)
-        x, features = run_layers(self.layers, x, lambda i, layer, x: layer(
-            x, self.shape, cos, sin, self.k_cache[i], self.v_cache[i], start, k, span, mask), self.feature_layers)
-        if features is not None:
-            self.features = features[0, :k]  # [k, F]
-        self._length = end
-        out = min(keep or k, k)
-        x = x[0, k - out: k]  # [out, D]: the rows whose logits are wanted
-        if self.format not in INVARIANT_PRODUCTS and self._rows(out) > out:
-            x = _pad(x, self._rows(out))
-        logits = self.head(rmsnorm(x, self.norm, self.shape.rms_eps)).float()
-        if self.output_ids is not None:
-            full = logits.new_full((logits.shape[0], self.vocab_size), -torch.inf)
-            logits = full.index_copy_(1, self.output_ids, logits)
-        return logits[:out]  # [out, V]
+                self.key_positions[:span] > _pad(positions[:k], rows)[:, None], -torch.inf)
+        return Plan(sequence, cache, tokens, positions, first, count, k, min(keep or k, k), span, mask)
+
+
+@dataclass
+class Cache:
+    """One sequence's keys and values, [layers, 1, KV, max_length, hd] each, and how many tokens it holds. Rolling
+    back is moving `length`: the stale tail stays, and no mask ever lets a row see it."""
+
+    k: torch.Tensor
+    v: torch.Tensor
+    length: int = 0
+
+    def rollback(self, length: int) -> None:
+        if not 0 <= length <= self.length:
+            raise ValueError(f"cannot roll back to {length}: the cache holds {self.length} tokens")
+        self.length = length
+
+
+@dataclass
+class Plan:
+    """One sequence's part of a batched pass: `count` rows from row `first` (its k tokens, then its last one
+    repeated where the products need more rows), `out` of which return logits."""
+
+    sequence: CausalLM
+    cache: Cache
+    tokens: torch.Tensor  # [count]
+    positions: torch.Tensor  # [count]
+    first: int
+    count: int
+    k: int
+    out: int
+    span: int
+    mask: torch.Tensor | KeyPositions
+
+
+class NativeSequence(CausalLM):
+    """Sequence `index` of a NativeLlama: its own KV cache, the model's weights (`NativeLlama.sequence`)."""
+
+    def __init__(self, model: NativeLlama, index: int):
+        self.model, self.index = model, index
+        self.name, self.vocab_size, self.max_length = model.name, model.vocab_size, model.max_length
+        self.batch_invariant, self.verify_slope = model.batch_invariant, model.verify_slope
+        self.features: torch.Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        return self.model._caches[self.index].length
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.model.weight_bytes
+
+    def rollback(self, length: int) -> None:
+        self.model._caches[self.index].rollback(length)
+
+    def extend(self, tokens: torch.Tensor, keep: int | None = None) -> torch.Tensor:
+        return self.model.extend_batch([(self, tokens, keep)])[0]
+
+    def sequence(self, index: int) -> CausalLM:
+        return self.model.sequence(index)
+
+    def extend_batch(self, parts: list[tuple[CausalLM, torch.Tensor, int | None]]) -> list[torch.Tensor]:
+        return self.model.extend_batch(parts)
 
 
 def _pad(x: torch.Tensor, rows: int) -> torch.Tensor:
