@@ -19,6 +19,34 @@ from .analysis import expected_tokens
 from .models.base import VERIFY_SLOPE, CausalLM
 
 
+class PassTimes:
+    """T(k) = t1 + slope (k - 1): a straight line fitted by least squares to measured passes of k tokens, each
+    measurement worth `memory` times less one measurement later."""
+
+    def __init__(self, memory: float = 0.97):
+        self.memory = memory
+        self._n = self._sk = self._st = self._skk = self._skt = 0.0  # running sums
+
+    @property
+    def measured(self) -> bool:
+        return self._n > 0
+
+    def observe(self, k: int, seconds: float, weight: float = 1.0) -> None:
+        m = self.memory
+        self._n, self._sk, self._st = m * self._n + weight, m * self._sk + weight * k, m * self._st + weight * seconds
+        self._skk, self._skt = m * self._skk + weight * k * k, m * self._skt + weight * k * seconds
+
+    def __call__(self, k: int) -> float:
+        """The line at k (seconds); measured passes first."""
+        mean_k, mean_t = self._sk / self._n, self._st / self._n
+        var_k = self._skk / self._n - mean_k**2
+        slope = max(0.0, (self._skt / self._n - mean_k * mean_t) / var_k) if var_k > 1e-9 else 0.0
+        t1 = mean_t - slope * (mean_k - 1)
+        if t1 <= 0:  # too little spread in k to separate the fixed cost from the slope
+            t1, slope = mean_t, 0.0
+        return t1 + slope * (k - 1)
+
+
 class AdaptiveGamma:
     """Chooses gamma per round; `update` it with what the round did."""
 
@@ -36,8 +64,7 @@ class AdaptiveGamma:
         self.fixed_costs = fixed_costs
         self._accepted = prior_alpha * prior_weight  # Beta pseudo-counts: accepted and rejected decisions
         self._rejected = (1 - prior_alpha) * prior_weight
-        # Running sums for the least-squares line T(k) = t1 + slope (k - 1), and the draft's time per pass.
-        self._n = self._sk = self._st = self._skk = self._skt = 0.0
+        self._times = PassTimes(memory)  # the target's passes; and the draft's time per pass:
         self._draft_time = self._draft_passes = 0.0
         self._plain_rounds = 0
 
@@ -62,15 +89,9 @@ class AdaptiveGamma:
         prior line 1 + slope (k - 1)), then in seconds from the fitted line."""
         if self.fixed_costs is not None:
             return 1.0 + self.fixed_costs[0] * (k - 1)
-        if self._n == 0:
+        if not self._times.measured:
             return 1.0 + self.prior_slope * (k - 1)
-        mean_k, mean_t = self._sk / self._n, self._st / self._n
-        var_k = self._skk / self._n - mean_k**2
-        slope = max(0.0, (self._skt / self._n - mean_k * mean_t) / var_k) if var_k > 1e-9 else 0.0
-        t1 = mean_t - slope * (mean_k - 1)
-        if t1 <= 0:  # too little spread in k to separate the fixed cost from the slope
-            t1, slope = mean_t, 0.0
-        return t1 + slope * (k - 1)
+        return self._times(k)
 
     def draft_time(self) -> float:
         if self.fixed_costs is not None:  # model-free drafts make no draft passes: they cost nothing here
@@ -93,11 +114,6 @@ class AdaptiveGamma:
                 return 1
         return best
 
-    def _observe(self, k: int, seconds: float, weight: float = 1.0) -> None:
-        m = self.memory
-        self._n, self._sk, self._st = m * self._n + weight, m * self._sk + weight * k, m * self._st + weight * seconds
-        self._skk, self._skt = m * self._skk + weight * k * k, m * self._skt + weight * k * seconds
-
     def update(self, drafted: int, accepted: int, target_seconds: float | None = None,
                draft_seconds: float | None = None, draft_passes: int = 0) -> None:
         """Record a round: how many tokens were drafted and accepted, and what the passes cost."""
@@ -108,11 +124,11 @@ class AdaptiveGamma:
             self._draft_passes = self.memory * self._draft_passes + draft_passes
             return
         if target_seconds is not None:
-            if self._n == 0:  # seed the line with the prior slope through this first measurement
+            if not self._times.measured:  # seed the line with the prior slope through this first measurement
                 t1 = target_seconds / (1 + self.prior_slope * drafted)
                 for k in (1, self.max_gamma + 1):
-                    self._observe(k, t1 * (1 + self.prior_slope * (k - 1)), weight=0.5)
-            self._observe(drafted + 1, target_seconds)
+                    self._times.observe(k, t1 * (1 + self.prior_slope * (k - 1)), weight=0.5)
+            self._times.observe(drafted + 1, target_seconds)
         if draft_seconds is not None and draft_passes:
             self._draft_time = self.memory * self._draft_time + draft_seconds
             self._draft_passes = self.memory * self._draft_passes + draft_passes

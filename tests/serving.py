@@ -1,4 +1,5 @@
-"""A real uvicorn server in a thread on a free loopback port, and the official `openai` client pointed at it."""
+"""A real uvicorn server in a thread on a free loopback port, and the official `openai` client pointed at it; and
+`held`, which keeps a service's requests waiting their turn."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 
+import anyio
 import openai
 import uvicorn
 
@@ -30,3 +32,17 @@ def openai_client(app) -> Iterator[openai.OpenAI]:
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+@contextlib.contextmanager
+def held(service) -> Iterator[None]:
+    """Every sequence of the service's scheduler leased for the block: its requests wait their turn meanwhile."""
+    scheduler = service.scheduler
+    leases = [scheduler.lease() for _ in range(scheduler.sequences)]
+    for lease in leases:
+        assert anyio.run(scheduler.acquire, lease, time.monotonic() + 10, None)
+    try:
+        yield
+    finally:
+        for lease in leases:
+            scheduler.release(lease)

@@ -485,19 +485,22 @@ def test_a_client_that_goes_away_stops_the_generation(app, client):
             checks += 1
             return checks >= 4  # one look before any model work, then one after each round: it leaves after three
 
-        rounds = await service.run(job.generation, gone)
+        rounds = await service.run(job, job.generation, gone)
         assert len(rounds) == 3 and job.generation.stats.rounds == 3
         assert len(job.generation.new_tokens) < MAX_TOKENS
+        service.scheduler.release(job.lease)  # (as the app's ticket does when the request ends)
 
         # A consumer that stops reading mid-stream and closes it also frees the model for the next request.
         job = service.job(loaded, [0, 1], CompletionRequest(prompt="the cat", max_tokens=MAX_TOKENS, seed=1))
-        async with contextlib.aclosing(service.rounds(job.generation)) as stream:
+        async with contextlib.aclosing(service.rounds(job, job.generation)) as stream:
             async for _ in stream:
                 break
         assert job.generation.stats.rounds == 1
+        service.scheduler.release(job.lease)
         with anyio.fail_after(10):
             job = service.job(loaded, [0, 1], CompletionRequest(prompt="the cat", max_tokens=10))
-            assert len(await service.run(job.generation)) >= 1
+            assert len(await service.run(job, job.generation)) >= 1
+        service.scheduler.release(job.lease)
 
     anyio.run(scenario)
     complete(client, max_tokens=3)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import httpx
 import pytest
 import torch
-from serving import openai_client
+from serving import held, openai_client
 
 from specdecode.sampling import GREEDY, log_probs
 from specdecode.server import create_app
@@ -100,7 +100,7 @@ def test_echo_returns_the_prompt_with_the_logprobs_of_a_plain_scoring_pass(app, 
     assert len(logprobs.tokens) == len(ids) + max_tokens and "".join(logprobs.tokens[:len(ids)]) == prompt
     assert logprobs.token_logprobs[0] is None and logprobs.top_logprobs[0] is None
     assert logprobs.text_offset[:len(ids)] == [len(target.tokenizer.decode(ids[:i])) for i in range(len(ids))]
-    with service._generation_lock:
+    with held(service):  # sequence 0, the model's own, is the service's between requests: alone here
         target.model.rollback(0)
         rows = log_probs(target.model.extend(torch.tensor(ids[:-1])), GREEDY)  # [n - 1, V]
     expected = rows.gather(1, torch.tensor(ids[1:])[:, None])[:, 0]

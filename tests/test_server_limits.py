@@ -11,6 +11,7 @@ import time
 import anyio
 import pytest
 from fastapi.testclient import TestClient
+from serving import held
 
 from specdecode.cli import main
 from specdecode.cli.serve import allowed_hosts
@@ -20,7 +21,8 @@ from specdecode.server.schemas import CompletionRequest
 
 
 def make_client(**options) -> TestClient:
-    return TestClient(create_app(target="toy", max_prompt_tokens=64, max_tokens=300, **options))
+    """One request at a time unless told (sequences), so that a model's patched `extend` is the one that runs."""
+    return TestClient(create_app(target="toy", max_prompt_tokens=64, max_tokens=300, **{"sequences": 1} | options))
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +158,8 @@ def test_a_full_queue_is_a_503_before_the_first_byte_and_the_queue_drains():
     with make_client(max_queue=2) as client:
         service = client.app.state.service
         service.load()
-        service._generation_lock.acquire()  # a generation holds the model: requests queue up
+        hold = held(service)  # a generation holds the model: requests queue up
+        hold.__enter__()
         answers = []
         threads = [threading.Thread(target=lambda: answers.append(
             client.post("/v1/completions", json={"prompt": "the cat", "max_tokens": 5}).status_code))
@@ -173,7 +176,7 @@ def test_a_full_queue_is_a_503_before_the_first_byte_and_the_queue_drains():
                 assert response.status_code == 503 and "server_busy" in response.read().decode()
             assert client.get("/health").status_code == 200  # the page and health are never queued
         finally:
-            service._generation_lock.release()
+            hold.__exit__(None, None, None)
         for thread in threads:
             thread.join(timeout=30)
         assert answers == [200, 200] and service.admitted == 0
@@ -184,11 +187,8 @@ def test_the_time_limit_refuses_a_long_wait_and_cuts_a_long_generation():
     with make_client(request_timeout=0.5) as client:
         service = client.app.state.service
         loaded = service.load()
-        service._generation_lock.acquire()
-        try:
+        with held(service):
             message = error(client.post("/v1/completions", json={"prompt": "the", "max_tokens": 5}), 503)["message"]
-        finally:
-            service._generation_lock.release()
         assert "time limit" in message
         model = loaded.target.model
         extend = model.extend
@@ -223,12 +223,9 @@ def test_a_stream_that_waits_past_the_time_limit_says_server_busy_as_the_unstrea
     with make_client(request_timeout=0.3) as client:
         service = client.app.state.service
         service.load()
-        service._generation_lock.acquire()
-        try:
-            with client.stream("POST", "/v1/completions", json={"prompt": "the", "stream": True}) as response:
-                events = [line for line in response.iter_lines() if line.startswith("data: ")]
-        finally:
-            service._generation_lock.release()
+        with held(service), client.stream("POST", "/v1/completions",
+                                          json={"prompt": "the", "stream": True}) as response:
+            events = [line for line in response.iter_lines() if line.startswith("data: ")]
         busy = json.loads(events[0].removeprefix("data: "))["error"]
         assert busy["code"] == "server_busy" and "time limit" in busy["message"] and events[-1] == "data: [DONE]"
 
@@ -251,11 +248,13 @@ def test_a_client_that_leaves_while_queued_costs_no_model_work():
                 calls += 1
                 return True
 
-            service._generation_lock.acquire()
+            hold = held(service)
+            await anyio.to_thread.run_sync(hold.__enter__)
             async with anyio.create_task_group() as group:
                 group.start_soon(lambda: anyio.to_thread.run_sync(lambda: (time.sleep(0.3),
-                                                                           service._generation_lock.release())))
-                rounds = await service.run(job.generation, gone)
+                                                                           hold.__exit__(None, None, None))))
+                rounds = await service.run(job, job.generation, gone)
+            service.scheduler.release(job.lease)
             assert rounds == [] and calls >= 1 and job.generation.stats.rounds == 0
 
         try:

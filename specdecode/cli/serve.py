@@ -28,6 +28,9 @@ def add_parser(sub) -> None:
                    help="the largest request body accepted, checked before parsing (1000000; larger: 413)")
     p.add_argument("--max-queue", type=int, default=16,
                    help="generating requests running or waiting their turn at once (16; one more: 503)")
+    p.add_argument("--sequences", type=int, default=4,
+                   help="requests generating at once, each target pass carrying all their rows (4; 1: one at a "
+                   "time; engines that keep one cache always run one at a time)")
     p.add_argument("--request-timeout", type=float, default=300.0,
                    help="seconds a generating request may take, its wait included (300): past it a waiting request "
                    "gets a 503 and a running one answers with what it has")
@@ -44,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--port must be in 0..65535, got {args.port}")
     if args.gamma != "auto" and args.gamma < 1:
         raise ValueError(f"--gamma must be >= 1 or 'auto', got {args.gamma}")
-    for name in ("max_tokens", "max_prompt_tokens", "max_body_bytes", "max_queue"):
+    for name in ("max_tokens", "max_prompt_tokens", "max_body_bytes", "max_queue", "sequences"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if not 0 < args.request_timeout < float("inf"):
@@ -55,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
     app = create_app(args.target, args.draft, args.dtype, args.engine, args.max_prompt_tokens, args.max_tokens,
                      args.gamma, args.max_body_bytes, args.max_queue, args.request_timeout,
-                     allowed_hosts(args.host, args.allowed_hosts))
+                     allowed_hosts(args.host, args.allowed_hosts), args.sequences)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level, access_log=True,
                             log_config=_log_config(), timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)

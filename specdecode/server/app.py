@@ -61,17 +61,20 @@ class ClosingStreamingResponse(StreamingResponse):
 def create_app(target: str = DEFAULT_TARGET, draft: str | None = None, dtype: str = "auto",
                engine: str = "auto", max_prompt_tokens: int = 4096, max_tokens: int = 2048,
                gamma: int | str = "auto", max_body_bytes: int = 1_000_000, max_queue: int = 16,
-               request_timeout: float = 300.0, allowed_hosts: list[str] | None = None) -> FastAPI:
+               request_timeout: float = 300.0, allowed_hosts: list[str] | None = None, sequences: int = 4
+               ) -> FastAPI:
     """The app serving `target` with `draft` (None: the target's default draft), loaded on first use.
 
     max_prompt_tokens and max_tokens cap what one request may ask for; gamma is the default drafts per round (an
     integer, or "auto": chosen each round by `adaptive.AdaptiveGamma`). max_body_bytes caps a request body (413),
     max_queue the generating requests running or waiting (503), request_timeout each one's seconds; allowed_hosts
-    (None: any) the Host names answered (see `guard`).
+    (None: any) the Host names answered (see `guard`); sequences the requests generating at once, their passes
+    batched (scheduler.py).
     """
     if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be an integer >= 1, got {max_body_bytes!r}")
-    service = Service(target, draft, dtype, engine, gamma, max_prompt_tokens, max_tokens, max_queue, request_timeout)
+    service = Service(target, draft, dtype, engine, gamma, max_prompt_tokens, max_tokens, max_queue, request_timeout,
+                      sequences)
     app = FastAPI(title="specdecode", version="0.1.0", docs_url=None, redoc_url=None,  # the docs UIs need a CDN
                   description="Exact speculative decoding behind an OpenAI-compatible API.")
     app.state.service = service
@@ -82,7 +85,7 @@ def create_app(target: str = DEFAULT_TARGET, draft: str | None = None, dtype: st
     def streamed(job: Job, request: Request,
                  events: Callable[[AsyncIterator[tuple[int, Round]]], AsyncIterator[str]],
                  error_event: str | None = None) -> StreamingResponse:
-        ticket = service.admit()  # a full queue is a 503 before the first byte
+        ticket = service.admit(job)  # a full queue is a 503 before the first byte
 
         async def body() -> AsyncIterator[str]:
             try:
@@ -112,11 +115,11 @@ def create_app(target: str = DEFAULT_TARGET, draft: str | None = None, dtype: st
         if body.stream:
             include_usage = body.stream_options is not None and body.stream_options.include_usage
             return streamed(job, request, lambda choices: openai.stream(job, choices, kind, include_usage))
-        ticket = service.admit()
+        ticket = service.admit(job)
         try:
             await service.score(job, request.is_disconnected, ticket.deadline)
             for generation in job.generations:
-                await service.run(generation, request.is_disconnected, ticket.deadline)
+                await service.run(job, generation, request.is_disconnected, ticket.deadline)
         finally:
             ticket.release()
         _log_job(job, request)

@@ -1,11 +1,12 @@
 """The served models and the one place that runs them.
 
 The target and its draft are loaded on the first request that needs them, once, under a lock. Prompts are tokenised
-in a worker thread. Generations run one at a time under a second lock, round by round in a worker thread, so the
-event loop stays free and a client that goes away stops its generation at the next round (or, while it waits its
-turn, before any model work). At most `max_queue` generating requests are admitted at once (running or waiting: the
-next gets a 503), and each has `request_timeout` seconds from its admission: past that it stops waiting (503) or
-stops generating and answers with what it has.
+in a worker thread. Generations run round by round in worker threads, so the event loop stays free and a client
+that goes away stops its generation at the next round (or, while it waits its turn, before any model work). Up to
+`sequences` requests generate at once, their passes batched by the scheduler (scheduler.py; one at a time where the
+engine keeps one cache); the others wait their turn in arrival order. At most `max_queue` generating requests are
+admitted at once (running or waiting: the next gets a 503), and each has `request_timeout` seconds from its
+admission: past that it stops waiting (503) or stops generating and answers with what it has.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
 import anyio
@@ -31,6 +32,7 @@ from ..models.costs import pass_times
 from ..sampling import GREEDY, SamplingConfig, TemperatureTooSmall, log_probs
 from ..stops import check_stop
 from .errors import APIError
+from .scheduler import Lease, Scheduler
 from .schemas import MAX_STOP_STRINGS, CompletionRequest, OpenAIRequest, Sampling
 
 log = logging.getLogger("specdecode.server")
@@ -40,7 +42,6 @@ _DONE = object()
 
 COST_KS = (1, 2, 4, 8, 16)  # pass sizes whose cost the "choosing gamma" figure measures on the served engine
 MAX_CHARS_PER_TOKEN = 64  # a prompt longer than this many characters per allowed token is refused untokenised
-POLL_SECONDS = 0.005  # how often a queued generation looks for its turn (and every 20th time, for its client)
 SCORE_CHUNK = 128  # prompt tokens per pass when scoring a prompt (echo with logprobs): [128, V] logits at a time
 
 
@@ -57,6 +58,7 @@ class Job:
     about them."""
 
     loaded: Loaded
+    lease: Lease  # its place among the requests generating at once
     generations: list[Generation]
     prompt_tokens: int
     gamma: int | str  # drafts per round, "auto", or 0 without a draft
@@ -77,23 +79,28 @@ class Job:
 
 class Ticket:
     """A generating request's place among the `max_queue` admitted, with its deadline (time.monotonic seconds).
-    Release it when the request is answered or abandoned (releasing twice is harmless)."""
+    Release it when the request is answered or abandoned (releasing twice is harmless): its sequence goes to the next
+    request in line."""
 
-    def __init__(self, service: Service, deadline: float):
-        self.service, self.deadline, self.released = service, deadline, False
+    def __init__(self, service: Service, job: Job, deadline: float):
+        self.service, self.job, self.deadline, self.released = service, job, deadline, False
 
     def release(self) -> None:
         if not self.released:
             self.released = True
             self.service.admitted -= 1
+            self.job.lease.scheduler.release(self.job.lease)
 
 
 class Service:
     def __init__(self, target: str, draft: str | None, dtype: str, engine: str, gamma: int | str,
-                 max_prompt_tokens: int, max_tokens: int, max_queue: int = 16, request_timeout: float = 300.0):
+                 max_prompt_tokens: int, max_tokens: int, max_queue: int = 16, request_timeout: float = 300.0,
+                 sequences: int = 4):
         check_gamma(gamma, auto=True)
-        if max_prompt_tokens < 1 or max_tokens < 1 or max_queue < 1 or not request_timeout > 0:
-            raise ValueError("max_prompt_tokens, max_tokens and max_queue must be >= 1, request_timeout > 0")
+        if max_prompt_tokens < 1 or max_tokens < 1 or max_queue < 1 or sequences < 1 or not request_timeout > 0:
+            raise ValueError("max_prompt_tokens, max_tokens, max_queue and sequences must be >= 1, "
+                             "request_timeout > 0")
+        self.sequences = sequences  # requests generating at once (their passes batched)
         self.target_spec, self.draft_spec, self.dtype, self.engine = target, draft, dtype, engine
         self.gamma, self.max_prompt_tokens, self.max_tokens = gamma, max_prompt_tokens, max_tokens
         self.max_queue, self.request_timeout = max_queue, request_timeout
@@ -103,7 +110,7 @@ class Service:
         self.controller: AdaptiveGamma | None = None
         self._loaded: Loaded | None = None
         self._load_lock = threading.Lock()
-        self._generation_lock = threading.Lock()
+        self.scheduler: Scheduler | None = None  # made with the models
         self._costs: dict | None = None
 
     # --- the models ----------------------------------------------------------------------------------------------
@@ -135,8 +142,10 @@ class Service:
                         raise APIError(f"the server cannot load its models: {error}", 503) from None
                     if self.gamma == "auto":
                         self.controller = AdaptiveGamma.for_target(target.model)
+                    self.scheduler = Scheduler(target.model, draft, self.sequences)
                     self._loaded = Loaded(target, draft, draft.name if draft is not None else "none")
-                    log.info("loaded target %s (%s), draft %s", target.name, target.engine, self._loaded.draft_name)
+                    log.info("loaded target %s (%s), draft %s; %d request(s) at once", target.name, target.engine,
+                             self._loaded.draft_name, self.scheduler.sequences)
         return self._loaded
 
     async def ready(self, model: str | None = None) -> Loaded:
@@ -211,50 +220,58 @@ class Service:
         except ValueError as error:  # (top_k and top_p are checked by the schema)
             raise APIError(str(error), param="temperature") from None
         gamma = request.gamma or self.gamma
-        # The shared controller times the passes; a seeded request gets its own timing-free one (see Generation).
-        shared = gamma == "auto" and self.controller is not None and request.seed is None
-        schedule = self.controller if shared else gamma
+        lease = self.scheduler.lease()
+        # Unseeded "auto": one request at a time share the controller that times the passes; batched, each has the
+        # scheduler allot its rows. A seeded request gets its own timing-free one (see Generation).
+        schedule = gamma
+        if gamma == "auto" and request.seed is None and loaded.draft is not None:
+            schedule = lease.allotted(loaded.target.model) if self.scheduler.batched else self.controller
         tokenizer = loaded.target.tokenizer
-        generations = [Generation(loaded.target.model, loaded.draft, ids, max_new_tokens=max_tokens, gamma=schedule,
+        generations = [Generation(lease.target, lease.draft, ids, max_new_tokens=max_tokens, gamma=schedule,
                                   sampling=sampling, seed=None if request.seed is None else request.seed + i,
                                   stop_token_ids=tokenizer.stop_token_ids, stop=stop, tokenizer=tokenizer,
                                   logprobs=request.top_logprobs_wanted) for i in range(choices)]
         echo = request.prompt if isinstance(request, CompletionRequest) and request.echo else None
-        return Job(loaded, generations, len(ids), gamma if loaded.draft is not None else 0, list(ids), echo)
+        return Job(loaded, lease, generations, len(ids), gamma if loaded.draft is not None else 0, list(ids), echo)
 
     async def verify_costs(self) -> dict:
         """The served target's measured pass costs, T(k) for k = 1, 2, 4, 8, 16 (measured once, between
         generations: it uses the target's cache) -> {"engine", "ms": {k: ms}, "ratio": {k: T(k) / T(1)}}."""
         if self._costs is None:
             loaded = await self.ready()
-            while not self._generation_lock.acquire(blocking=False):
-                await anyio.sleep(0.005)
+            lease = self.scheduler.lease()
+            await self.scheduler.acquire(lease, None, None)
             try:
                 if self._costs is None:
-                    model = loaded.target.model
-                    times = await anyio.to_thread.run_sync(lambda: pass_times({"t": model}, COST_KS, repeats=3)["t"])
+                    def measure():
+                        with self.scheduler.exclusive():  # alone, so that no one else's rows are timed
+                            return pass_times({"t": lease.target}, COST_KS, repeats=3)["t"]
+                    times = await anyio.to_thread.run_sync(measure)
                     self._costs = {"engine": loaded.target.engine, "ms": {k: t * 1e3 for k, t in times.items()},
                                    "ratio": {k: t / times[1] for k, t in times.items()}}
             finally:
-                self._generation_lock.release()
+                self.scheduler.release(lease)
         return self._costs
 
     # --- running -------------------------------------------------------------------------------------------------
 
-    async def _turn(self, deadline: float | None, is_disconnected: Callable[[], Awaitable[bool]] | None) -> bool:
-        """Take the generation lock once it is free (True); False, without it, if the client left meanwhile; a 503
-        past the deadline."""
-        polls = 0
-        while not self._generation_lock.acquire(blocking=False):
-            if deadline is not None and time.monotonic() > deadline:
-                raise APIError(f"the server is busy: the request waited its turn past the time limit "
-                               f"({self.request_timeout:g} s)", 503, code="server_busy")
-            polls += 1
-            if is_disconnected is not None and polls % 20 == 0 and await is_disconnected():
+    async def _turn(self, job: Job, deadline: float | None,
+                    is_disconnected: Callable[[], Awaitable[bool]] | None) -> bool:
+        """Wait (in arrival order) until the job's lease holds a sequence (True); False if the client left
+        meanwhile; a 503 past the deadline."""
+        try:
+            if not await self.scheduler.acquire(job.lease, deadline, is_disconnected):
                 log.info("client went away while waiting its turn: nothing run")
                 return False
-            await anyio.sleep(POLL_SECONDS)
+        except TimeoutError:
+            raise APIError(f"the server is busy: the request waited its turn past the time limit "
+                           f"({self.request_timeout:g} s)", 503, code="server_busy") from None
         return True
+
+    def _step(self, steps: Iterator[Round]):
+        """The next round of a generation (in a worker thread), as one of the scheduler's rounds."""
+        with self.scheduler.inside():
+            return next(steps, _DONE)
 
     async def score(self, job: Job, is_disconnected: Callable[[], Awaitable[bool]] | None = None,
                     deadline: float | None = None) -> None:
@@ -263,61 +280,61 @@ class Service:
         top = job.generation.top_logprobs
         if job.echo is None or top is None:
             return
-        if not await self._turn(deadline, is_disconnected):
+        if not await self._turn(job, deadline, is_disconnected):
             return
-        try:
-            model = job.loaded.target.model
-            job.prompt_logprobs = await anyio.to_thread.run_sync(lambda: _score_prompt(model, job.prompt, top))
-        finally:
-            self._generation_lock.release()
 
-    def admit(self) -> Ticket:
+        def scored():
+            with self.scheduler.inside():
+                return _score_prompt(job.lease.target, job.prompt, top)
+        job.prompt_logprobs = await anyio.to_thread.run_sync(scored)
+
+    def admit(self, job: Job) -> Ticket:
         """A place for one more generating request, or a 503 when max_queue are already running or waiting."""
         if self.admitted >= self.max_queue:
             raise APIError(f"the server is busy: {self.max_queue} requests are already generating or waiting their "
                            "turn; retry later", 503, code="server_busy")
         self.admitted += 1
-        return Ticket(self, time.monotonic() + self.request_timeout)
+        return Ticket(self, job, time.monotonic() + self.request_timeout)
 
-    async def rounds(self, generation: Generation, is_disconnected: Callable[[], Awaitable[bool]] | None = None,
+    async def rounds(self, job: Job, generation: Generation,
+                     is_disconnected: Callable[[], Awaitable[bool]] | None = None,
                      deadline: float | None = None) -> AsyncIterator[Round]:
-        """The rounds of one generation as they happen, one generation at a time.
+        """The rounds of one of the job's generations as they happen, once the job's lease holds a sequence (which
+        it keeps until its ticket is released).
 
-        The lock is taken without blocking the event loop and released only after the worker thread has finished
-        its round (anyio does not abandon a running thread on cancellation). A client that leaves while waiting
-        costs nothing (not even the prefill). Past the deadline (time.monotonic seconds) a waiting generation raises
-        a 503 and a running one stops after its round. Use it with `contextlib.aclosing`.
+        A round runs in a worker thread, and this returns only after the thread has finished it (anyio does not
+        abandon a running thread on cancellation). A client that leaves while waiting costs nothing (not even the
+        prefill). Past the deadline (time.monotonic seconds) a waiting generation raises a 503 and a running one
+        stops after its round. Use it with `contextlib.aclosing`.
         """
-        if not await self._turn(deadline, is_disconnected):
+        if not await self._turn(job, deadline, is_disconnected):
             return
+        if is_disconnected is not None and await is_disconnected():
+            log.info("client went away while waiting its turn: nothing run")
+            return
+        steps = iter(generation)
         try:
-            if is_disconnected is not None and await is_disconnected():
-                log.info("client went away while waiting its turn: nothing run")
-                return
-            steps = iter(generation)
-            try:
-                while True:
-                    try:
-                        rnd = await anyio.to_thread.run_sync(next, steps, _DONE)
-                    except TemperatureTooSmall as error:
-                        raise APIError(str(error), param="temperature") from None
-                    if rnd is _DONE:
-                        return
-                    yield rnd
-                    if is_disconnected is not None and await is_disconnected():
-                        log.info("client went away: generation stopped after %d rounds", generation.stats.rounds)
-                        return
-                    if deadline is not None and time.monotonic() > deadline:
-                        log.warning("time limit (%g s) reached: generation stopped after %d rounds",
-                                    self.request_timeout, generation.stats.rounds)
-                        return
-            finally:
-                steps.close()
+            while True:
+                try:
+                    rnd = await anyio.to_thread.run_sync(self._step, steps)
+                except TemperatureTooSmall as error:
+                    raise APIError(str(error), param="temperature") from None
+                if rnd is _DONE:
+                    return
+                yield rnd
+                if is_disconnected is not None and await is_disconnected():
+                    log.info("client went away: generation stopped after %d rounds", generation.stats.rounds)
+                    return
+                if deadline is not None and time.monotonic() > deadline:
+                    log.warning("time limit (%g s) reached: generation stopped after %d rounds",
+                                self.request_timeout, generation.stats.rounds)
+                    return
         finally:
-            self._generation_lock.release()
+            steps.close()
 
-    async def run(self, generation: Generation, is_disconnected=None, deadline: float | None = None) -> list[Round]:
-        async with contextlib.aclosing(self.rounds(generation, is_disconnected, deadline)) as rounds:
+    async def run(self, job: Job, generation: Generation, is_disconnected=None,
+                  deadline: float | None = None) -> list[Round]:
+        async with contextlib.aclosing(self.rounds(job, generation, is_disconnected, deadline)) as rounds:
             return [rnd async for rnd in rounds]
 
     async def choices(self, job: Job, is_disconnected=None, deadline: float | None = None
@@ -325,7 +342,7 @@ class Service:
         """(choice index, round) of each of a job's generations in turn (each as `rounds` runs it, all under one
         deadline)."""
         for i, generation in enumerate(job.generations):
-            async with contextlib.aclosing(self.rounds(generation, is_disconnected, deadline)) as rounds:
+            async with contextlib.aclosing(self.rounds(job, generation, is_disconnected, deadline)) as rounds:
                 async for rnd in rounds:
                     yield i, rnd
             if is_disconnected is not None and await is_disconnected():

@@ -1,0 +1,335 @@
+"""Many requests at once (continuous batching): each pass of a model carries the rows of every request waiting on it.
+
+A request generates in a worker thread, round by round, on a `Lease`: a sequence of the target with a KV cache of
+its own (`CausalLM.sequence`) and a draft forked for it (`Draft.fork`), on sequences of the draft's model likewise.
+Their `extend` calls do not run at once: they queue, and when every request inside a round is waiting on a pass,
+the scheduler runs one, the draft model's queue first (proposals come before verification), then the target's: all
+of a queue's sequences in one `extend_batch`. So one target pass verifies every request's drafts. On the native
+engine each row is bitwise what the request's own pass would give it, so no output depends on who else is served.
+
+Requests join and leave between passes: a lease is handed out in arrival order (FIFO) when one of the `sequences`
+is free, and given back when its request ends, is cut off or its client goes away.
+
+Rows go where expected tokens are highest (`Scheduler.allot`, for requests whose gamma is "auto" and unseeded):
+each request's next token first, then draft positions by each request's measured acceptance (its j-th draft is
+kept with probability alpha^j), as long as the expected tokens per second of the round rise. A round costs the
+target pass of all its rows, T(rows) (measured, a line: `adaptive.PassTimes`), plus the draft passes of the longest
+gamma. A request served alone chooses as it would alone (its `AdaptiveGamma`). Seeded requests keep their own
+timing-free schedule, so a seed reproduces the text whoever else is served.
+
+Where the models keep one cache each (llama.cpp, transformers), or the draft cannot be forked (a feature draft),
+there is one sequence: requests run one at a time on the models themselves, in arrival order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+
+import anyio
+import torch
+
+from ..adaptive import AdaptiveGamma, PassTimes
+from ..drafts.base import Draft
+from ..models.base import CausalLM
+
+POLL_SECONDS = 0.005  # how often a request waiting its turn looks for it (every 20th time, for its client)
+PASS_LOG = 64  # target passes kept for the page's live view
+
+
+class Scheduler:
+    def __init__(self, target: CausalLM, draft: Draft | None, sequences: int = 8):
+        """sequences: at most this many requests generate at once (each a KV cache of the target and the draft's);
+        1, or models that keep one cache, run one request at a time."""
+        if sequences < 1:
+            raise ValueError(f"sequences must be >= 1, got {sequences}")
+        self.target, self.draft = target, draft
+        self.batched = sequences > 1 and target.sequences and _forks(draft)
+        self.sequences = sequences if self.batched else 1
+        # Sequence 0 is the models' own (the service's between-requests work); leases get 1.. when batched.
+        self._free = deque(range(1, sequences + 1) if self.batched else [0])
+        self._queue: deque[Lease] = deque()  # leases waiting their turn, in arrival order
+        self.leased: list[Lease] = []  # leases holding a sequence
+        self._admission = threading.Lock()  # over _free, _queue and leased
+        self._cond = threading.Condition()
+        self._inside = 0  # threads inside a round
+        self._waiting = 0  # of those, how many wait for a pass not yet started
+        self._running = False  # a pass is running
+        self._exclusive = False  # one thread runs alone (`exclusive`)
+        self._queues: dict[int, tuple[CausalLM, list[_Pending]]] = {}  # id(model) -> (model, extends waiting)
+        self.target_times = PassTimes()  # T(rows) of batched target passes, seconds
+        self.draft_seconds: float | None = None  # a draft pass, seconds (running mean)
+        self.passes: deque[dict] = deque(maxlen=PASS_LOG)  # recent target passes: whose rows, how many
+        self._ids = itertools.count(1)
+
+    # --- leases --------------------------------------------------------------------------------------------------
+
+    def lease(self) -> Lease:
+        """A lease for one request, not yet holding a sequence (see `acquire`)."""
+        return Lease(self, next(self._ids))
+
+    async def acquire(self, lease: Lease, deadline: float | None,
+                      is_disconnected: Callable[[], Awaitable[bool]] | None) -> bool:
+        """Wait in arrival order until the lease holds a sequence (True); False if the client left meanwhile;
+        TimeoutError past the deadline (time.monotonic seconds)."""
+        with self._admission:
+            if lease.index is not None:
+                return True
+            self._queue.append(lease)
+            self._hand_out()
+        polls = 0
+        try:
+            while lease.index is None:
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError
+                polls += 1
+                if is_disconnected is not None and polls % 20 == 0 and await is_disconnected():
+                    return False
+                await anyio.sleep(POLL_SECONDS)
+        finally:
+            with self._admission:
+                if lease.index is None:
+                    self._queue.remove(lease)
+        return True
+
+    def release(self, lease: Lease) -> None:
+        """Give the lease's sequence back (harmless when it holds none): the next lease in line gets it."""
+        with self._admission:
+            if lease.index is not None:
+                self._free.append(lease.index)
+                self.leased.remove(lease)
+                lease.index = None
+                self._hand_out()
+
+    def _hand_out(self) -> None:
+        """The free sequences to the first leases in line (the admission lock held)."""
+        while self._free and self._queue:
+            lease = self._queue.popleft()
+            lease.bind(self._free.popleft())
+            self.leased.append(lease)
+
+    # --- rounds (in worker threads) ------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def inside(self) -> Iterator[None]:
+        """Run one round of a request inside this: passes wait until every thread inside waits on one."""
+        with self._cond:
+            while self._exclusive:
+                self._cond.wait()
+            self._inside += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._inside -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Run alone: wait until no thread is inside a round, and keep the others out meanwhile (timing passes)."""
+        with self._cond:
+            while self._exclusive:
+                self._cond.wait()
+            self._exclusive = True
+            while self._inside:
+                self._cond.wait()
+            self._inside += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._inside -= 1
+                self._exclusive = False
+                self._cond.notify_all()
+
+    def submit(self, model: CausalLM, sequence: CausalLM, tokens: torch.Tensor, keep: int | None,
+               lease: Lease) -> torch.Tensor:
+        """sequence.extend(tokens, keep), run in the next pass of `model` with every other sequence waiting on it."""
+        item = _Pending(sequence, tokens, keep, lease)
+        with self._cond:
+            self._queues.setdefault(id(model), (model, []))[1].append(item)
+            self._waiting += 1
+            while not item.done:
+                if not self._running and self._waiting == self._inside:
+                    self._run_pass()
+                else:
+                    self._cond.wait()
+        if item.error is not None:
+            raise item.error
+        return item.result
+
+    def _run_pass(self) -> None:
+        """Run one queue's pass (the lock held on entry and exit, released while the pass runs)."""
+        key = next((k for k, (m, items) in self._queues.items() if m is not self.target and items), None)
+        model, items = self._queues.pop(key if key is not None else id(self.target))
+        self._waiting -= len(items)
+        self._running = True
+        self._cond.release()
+        try:
+            start = time.perf_counter()
+            try:
+                results = model.extend_batch([(i.sequence, i.tokens, i.keep) for i in items])
+                for item, result in zip(items, results, strict=True):
+                    item.result = result
+            except Exception as error:  # a bad part must not fail the others: each alone says whose it was
+                if len(items) == 1:
+                    items[0].error = error
+                else:
+                    for item in items:
+                        try:
+                            item.result = model.extend_batch([(item.sequence, item.tokens, item.keep)])[0]
+                        except Exception as alone:
+                            item.error = alone
+            seconds = time.perf_counter() - start
+        finally:
+            self._cond.acquire()
+            self._running = False
+            for item in items:
+                item.done = True
+            self._cond.notify_all()
+        rows = sum(item.tokens.numel() for item in items)
+        if model is self.target:
+            self.target_times.observe(rows, seconds)
+            self.passes.append({"rows": [[item.lease.id, item.tokens.numel()] for item in items],
+                                "ms": seconds * 1e3})
+        else:
+            self.draft_seconds = seconds if self.draft_seconds is None else 0.9 * self.draft_seconds + 0.1 * seconds
+
+    # --- rows ----------------------------------------------------------------------------------------------------
+
+    def allot(self, max_gamma: int) -> dict[int, int]:
+        """gamma for each leased request with an `Allotted` controller, {lease id: gamma}: the row budget spent where
+        the expected tokens per second of the round are highest (see the module docstring). Requests with their own
+        schedule count as one row each."""
+        leases = list(self.leased)
+        alphas = {lease.id: lease.controller.alpha for lease in leases if lease.controller is not None}
+        gamma = dict.fromkeys(alphas, 0)
+        rows, expected, longest = len(leases), float(len(leases)), 0
+        t = self.target_times if self.target_times.measured else (lambda k: 1.0 + self.target.verify_slope * (k - 1))
+        draft = self.draft_seconds if self.target_times.measured and self.draft_seconds is not None else 0.0
+
+        def rate(rows: int, expected: float, longest: int) -> float:
+            return expected / (t(rows) + longest * draft)
+
+        while True:
+            open_ = [i for i in gamma if gamma[i] < max_gamma]
+            if not open_:
+                return gamma
+            best = max(open_, key=lambda i: alphas[i] ** (gamma[i] + 1))
+            value = alphas[best] ** (gamma[best] + 1)
+            after = max(longest, gamma[best] + 1)
+            if rate(rows + 1, expected + value, after) <= rate(rows, expected, longest):
+                return gamma
+            gamma[best] += 1
+            rows, expected, longest = rows + 1, expected + value, after
+
+
+class Lease:
+    """One request's place: the target (or a sequence of it) and a draft for it, bound to a sequence by `acquire`.
+    `controller` is its gamma's `Allotted` controller when it has one (see `allotted`)."""
+
+    def __init__(self, scheduler: Scheduler, lease_id: int):
+        self.scheduler, self.id = scheduler, lease_id
+        self.index: int | None = None
+        self.controller: Allotted | None = None
+        self._views: list[Scheduled] = []
+        if scheduler.batched:
+            self.target: CausalLM = self._view(scheduler.target)
+            self.draft = scheduler.draft.fork(self._view) if scheduler.draft is not None else None
+        else:
+            self.target, self.draft = scheduler.target, scheduler.draft
+
+    def _view(self, model: CausalLM) -> Scheduled:
+        view = Scheduled(model, self)
+        self._views.append(view)
+        return view
+
+    def bind(self, index: int) -> None:
+        self.index = index
+        for view in self._views:
+            view.sequence = view.model.sequence(index)
+
+    def allotted(self, target: CausalLM) -> AdaptiveGamma:
+        """A gamma controller for an unseeded "auto" request: alone it chooses as `AdaptiveGamma` does; beside
+        others the scheduler allots its rows."""
+        self.controller = Allotted(self, target.verify_slope)
+        return self.controller
+
+
+class Allotted(AdaptiveGamma):
+    """`AdaptiveGamma` while its request is alone; beside others, the scheduler's allotment (`Scheduler.allot`).
+    Rounds run beside others measure their acceptance but not their timings (which hold the others' rows)."""
+
+    def __init__(self, lease: Lease, slope: float):
+        super().__init__(prior_slope=slope)
+        self.lease = lease
+        self._shared = False
+
+    def choose(self) -> int:
+        scheduler = self.lease.scheduler
+        self._shared = len(scheduler.leased) > 1
+        if not self._shared:
+            return super().choose()
+        return scheduler.allot(self.max_gamma).get(self.lease.id, 0)
+
+    def update(self, drafted: int, accepted: int, target_seconds: float | None = None,
+               draft_seconds: float | None = None, draft_passes: int = 0) -> None:
+        if self._shared:
+            target_seconds = draft_seconds = None
+        super().update(drafted, accepted, target_seconds, draft_seconds, draft_passes)
+
+
+class Scheduled(CausalLM):
+    """A model's sequence for one lease: its passes queue for the scheduler's next batched pass of the model."""
+
+    def __init__(self, model: CausalLM, lease: Lease):
+        self.model, self.lease = model, lease
+        self.sequence: CausalLM | None = None  # bound when the lease is acquired
+        self.name, self.vocab_size, self.max_length = model.name, model.vocab_size, model.max_length
+        self.batch_invariant, self.verify_slope = model.batch_invariant, model.verify_slope
+
+    @property
+    def length(self) -> int:
+        return self._bound().length
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.model.weight_bytes
+
+    def _bound(self) -> CausalLM:
+        if self.sequence is None:
+            raise RuntimeError("the lease holds no sequence: acquire it first")
+        return self.sequence
+
+    def rollback(self, length: int) -> None:
+        self._bound().rollback(length)
+
+    def extend(self, tokens: torch.Tensor, keep: int | None = None) -> torch.Tensor:
+        return self.lease.scheduler.submit(self.model, self._bound(), tokens, keep, self.lease)
+
+
+@dataclass
+class _Pending:
+    sequence: CausalLM
+    tokens: torch.Tensor
+    keep: int | None
+    lease: Lease
+    done: bool = False
+    result: torch.Tensor | None = None
+    error: BaseException | None = field(default=None)
+
+
+def _forks(draft: Draft | None) -> bool:
+    """Whether the draft can draft for several sequences (every model it uses has sequences of its own)."""
+    if draft is None:
+        return True
+    try:
+        draft.fork(lambda model: model.sequence(1))
+    except ValueError:
+        return False
+    return True

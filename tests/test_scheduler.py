@@ -1,0 +1,216 @@
+"""The server's scheduler (server/scheduler.py): requests served together get exactly what they get alone, at 1, 2, 4
+and 8 at once, on the toy and on the small model; leases in arrival order; a request that leaves frees its rows at
+the next pass; a bad request fails alone; rows go where acceptance is highest."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import anyio
+import pytest
+import torch
+
+from specdecode import SamplingConfig
+from specdecode.drafts.model import ModelDraft
+from specdecode.engine import Generation
+from specdecode.server.scheduler import Scheduler
+from specdecode.toy import prefix_pair
+
+GREEDY = SamplingConfig(0)
+SAMPLED = SamplingConfig(1.0)
+
+
+def acquired(scheduler: Scheduler):
+    lease = scheduler.lease()
+    assert anyio.run(scheduler.acquire, lease, time.monotonic() + 30, None)
+    return lease
+
+
+def serve(scheduler: Scheduler, prompt: list[int], sampling: SamplingConfig, seed: int | None,
+          max_new_tokens: int, stop: threading.Event | None = None, start: threading.Barrier | None = None
+          ) -> list[int]:
+    """One request as the service runs it: a lease, its generation round by round inside the scheduler (once all
+    the requests at `start` hold theirs)."""
+    lease = acquired(scheduler)
+    if start is not None:
+        start.wait(30)
+    try:
+        gamma = lease.allotted(scheduler.target) if seed is None else "auto"
+        generation = Generation(lease.target, lease.draft, prompt, max_new_tokens=max_new_tokens, gamma=gamma,
+                                sampling=sampling, seed=seed)
+        steps = iter(generation)
+        while stop is None or not stop.is_set():
+            with scheduler.inside():
+                if next(steps, None) is None:
+                    break
+        return generation.new_tokens
+    finally:
+        scheduler.release(lease)
+
+
+def together(scheduler: Scheduler, requests: list[tuple[list[int], SamplingConfig, int | None]],
+             max_new_tokens: int) -> list[list[int]]:
+    outputs: list = [None] * len(requests)
+    errors = []
+    start = threading.Barrier(len(requests))
+
+    def client(i: int) -> None:
+        try:
+            outputs[i] = serve(scheduler, *requests[i], max_new_tokens, start=start)
+        except BaseException as error:  # noqa: BLE001 (reported below)
+            errors.append(error)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(requests))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors and all(not t.is_alive() for t in threads), errors
+    return outputs
+
+
+def requests_for(vocab: int, n: int) -> list[tuple[list[int], SamplingConfig, int | None]]:
+    """n requests of different prompt lengths: greedy unseeded (rows allotted), greedy seeded, sampled seeded."""
+    out = []
+    for i in range(n):
+        prompt = [(7 * i + 3 * j + 1) % vocab for j in range(2 + 3 * i)]
+        sampling, seed = [(GREEDY, None), (GREEDY, 100 + i), (SAMPLED, 200 + i)][i % 3]
+        out.append((prompt, sampling, seed))
+    return out
+
+
+def alone(target, draft, request, max_new_tokens: int) -> list[int]:
+    prompt, sampling, seed = request
+    return Generation(target, draft, prompt, max_new_tokens=max_new_tokens, gamma="auto", sampling=sampling,
+                      seed=seed).run().new_tokens
+
+
+@pytest.mark.parametrize("clients", [1, 2, 4, 8])
+def test_toy_requests_served_together_get_what_they_get_alone(clients):
+    target, draft_model = prefix_pair(noise=1.0)
+    scheduler = Scheduler(target, ModelDraft(draft_model), sequences=8)
+    assert scheduler.batched
+    requests = requests_for(target.vocab_size, clients)
+    expected = [alone(target, ModelDraft(draft_model), r, 30) for r in requests]
+    assert together(scheduler, requests, 30) == expected
+    if clients > 1:  # and they were served together: some target pass carried several requests' rows
+        assert max(len(p["rows"]) for p in scheduler.passes) > 1
+
+
+@pytest.mark.parametrize("clients", [1, 2, 4, 8])
+def test_small_model_requests_served_together_get_what_they_get_alone(clients, smollm2_native):
+    from specdecode.load import load_draft
+
+    target = smollm2_native.model
+    draft = load_draft("trained", smollm2_native)
+    scheduler = Scheduler(target, draft, sequences=8)
+    assert scheduler.batched
+    tok = smollm2_native.tokenizer
+    texts = ["Write a haiku about rain.", "def fibonacci(n):", "List three colours.", "What is 12 + 30?"]
+    requests = [(tok.encode(texts[i % 4]) + [i], *requests_for(10, clients)[i][1:]) for i in range(clients)]
+    expected = [alone(target, draft, r, 12) for r in requests]
+    assert together(scheduler, requests, 12) == expected
+
+
+def test_leases_are_handed_out_in_arrival_order():
+    target, _ = prefix_pair()
+    scheduler = Scheduler(target, None, sequences=1)
+    holder = acquired(scheduler)
+    order = []
+
+    async def scenario():
+        async def wait(lease):
+            assert await scheduler.acquire(lease, time.monotonic() + 10, None)
+            order.append(lease.id)
+            await anyio.sleep(0.02)
+            scheduler.release(lease)
+
+        leases = [scheduler.lease() for _ in range(4)]
+        async with anyio.create_task_group() as group:
+            for lease in reversed(leases):  # arrivals in the order 4, 3, 2, 1 of their making
+                group.start_soon(wait, lease)
+                await anyio.sleep(0.02)
+            scheduler.release(holder)
+        assert order == [lease.id for lease in reversed(leases)]
+
+    anyio.run(scenario)
+
+
+def test_a_waiting_lease_gives_up_at_its_deadline_and_when_its_client_leaves():
+    target, _ = prefix_pair()
+    scheduler = Scheduler(target, None, sequences=1)
+    holder = acquired(scheduler)
+
+    async def gone() -> bool:
+        return True
+
+    with pytest.raises(TimeoutError):
+        anyio.run(scheduler.acquire, scheduler.lease(), time.monotonic() + 0.05, None)
+    assert anyio.run(scheduler.acquire, scheduler.lease(), time.monotonic() + 10, gone) is False
+    scheduler.release(holder)
+    assert acquired(scheduler).index == 0  # neither kept a place in line
+
+
+def test_a_request_that_leaves_frees_its_rows_at_the_next_pass():
+    target, draft_model = prefix_pair()
+    scheduler = Scheduler(target, None, sequences=4)
+    stop = threading.Event()
+    prompt = [1, 2, 3]
+    leaver = threading.Thread(target=serve, args=(scheduler, prompt, GREEDY, 1, 10_000, stop))
+    leaver.start()
+    time.sleep(0.2)
+    stayer_tokens = []
+    stayer = threading.Thread(target=lambda: stayer_tokens.extend(serve(scheduler, prompt, GREEDY, 2, 400)))
+    stayer.start()
+    time.sleep(0.1)
+    stop.set()
+    leaver.join(30)
+    seen = len(scheduler.passes)
+    stayer.join(60)
+    assert len(stayer_tokens) == 400
+    later = list(scheduler.passes)[-max(1, len(scheduler.passes) - seen):]
+    assert all(len(p["rows"]) == 1 for p in later[1:])  # after the leaver's last pass, only the stayer's rows
+    assert not scheduler.leased
+
+
+def test_a_bad_part_of_a_batched_pass_fails_alone():
+    target, _ = prefix_pair()
+    target.max_length = 8  # (shared by its sequences)
+    scheduler = Scheduler(target, None, sequences=2)
+    good, bad = acquired(scheduler), acquired(scheduler)
+    answers = {}
+
+    def call(lease, tokens):
+        with scheduler.inside():
+            try:
+                answers[lease.id] = lease.target.extend(torch.tensor(tokens))
+            except IndexError as error:
+                answers[lease.id] = error
+
+    threads = [threading.Thread(target=call, args=(good, [1, 2, 3])),
+               threading.Thread(target=call, args=(bad, list(range(9))))]  # past the window
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert isinstance(answers[bad.id], IndexError)
+    assert isinstance(answers[good.id], torch.Tensor) and answers[good.id].shape == (3, target.vocab_size)
+
+
+def test_rows_go_to_the_requests_whose_drafts_are_accepted():
+    target, draft_model = prefix_pair()
+    scheduler = Scheduler(target, ModelDraft(draft_model), sequences=4)
+    sure, unsure = acquired(scheduler), acquired(scheduler)
+    for lease, alpha in ((sure, 0.95), (unsure, 0.3)):
+        controller = lease.allotted(target)
+        controller._accepted, controller._rejected = 1000 * alpha, 1000 * (1 - alpha)
+    for k, seconds in ((2, 0.0102), (4, 0.0104), (8, 0.0108)):  # nearly flat: rows are cheap
+        scheduler.target_times.observe(k, seconds)
+    scheduler.draft_seconds = 0.001
+    cheap = scheduler.allot(10)
+    assert cheap[sure.id] > cheap[unsure.id] >= 0 and cheap[sure.id] >= 4
+    for k, seconds in ((2, 0.02), (4, 0.04), (8, 0.08)):  # each row a full pass: speculation cannot pay
+        for _ in range(200):
+            scheduler.target_times.observe(k, seconds)
+    assert scheduler.allot(10) == {sure.id: 0, unsure.id: 0}
