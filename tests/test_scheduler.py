@@ -14,7 +14,7 @@ import torch
 from specdecode import SamplingConfig
 from specdecode.drafts.model import ModelDraft
 from specdecode.engine import Generation
-from specdecode.server.scheduler import Scheduler
+from specdecode.server.scheduler import Allotted, Scheduler
 from specdecode.toy import prefix_pair
 
 GREEDY = SamplingConfig(0)
@@ -214,3 +214,16 @@ def test_rows_go_to_the_requests_whose_drafts_are_accepted():
         for _ in range(200):
             scheduler.target_times.observe(k, seconds)
     assert scheduler.allot(10) == {sure.id: 0, unsure.id: 0}
+
+
+def test_a_request_starts_from_what_the_last_one_measured():
+    target, draft_model = prefix_pair()
+    scheduler = Scheduler(target, ModelDraft(draft_model), sequences=2)
+    first = acquired(scheduler)
+    controller = first.allotted(target)
+    for _ in range(20):
+        controller.update(4, 4, 0.01, 0.002, 4)
+    scheduler.release(first)
+    second = acquired(scheduler).allotted(target)
+    assert second.alpha == controller.alpha > Allotted(first, target.verify_slope).alpha
+    assert second.target_time(5) == controller.target_time(5)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 
 import anyio
 import pytest
@@ -266,9 +267,35 @@ def test_live_streams_rounds_then_stats(client):
     for r in rounds:
         assert r["kind"] in ("corrected", "bonus") and r["n_accepted"] <= len(r["drafted"])
         assert {p["kind"] for p in r["parts"]} <= {"accepted", "rejected", "corrected", "bonus"}
+        assert r["pass"] == {"requests": 1, "rows": len(r["drafted"]) + 1, "yours": len(r["drafted"]) + 1}  # alone
     shown = "".join(p["text"] for r in rounds for p in r["parts"] if p["kind"] != "rejected")
     assert shown == final["text"] and final["target"] == "toy" and final["finish_reason"] == "length"
     assert 0 <= final["alpha"] <= 1 and final["tokens_per_target_call"] > 1 and final["draft_cost"] is not None
+
+
+def test_live_rounds_say_which_requests_shared_their_target_pass(app, client):
+    """Two requests at once: some round of the live one was verified in a pass that also carried the other's rows."""
+    results = []
+    other = threading.Thread(target=lambda: results.append(client.post(
+        "/v1/completions", json={"prompt": "the dog", "max_tokens": MAX_TOKENS, "seed": 3})))
+    service = app.state.service
+    extend = service.scheduler.submit
+
+    def slowed(*args):  # each pass a little slower, so that the two requests overlap
+        time.sleep(0.002)
+        return extend(*args)
+
+    service.scheduler.submit = slowed
+    try:
+        other.start()
+        response = client.post("/api/live", json={"prompt": "the cat", "max_tokens": MAX_TOKENS, "seed": 1})
+    finally:
+        other.join(60)
+        del service.scheduler.submit
+    rounds = [json.loads(data) for name, data in sse_events(response.text) if name == "round"]
+    shared = [r for r in rounds if r["pass"]["requests"] == 2]
+    assert shared and all(r["pass"]["rows"] > r["pass"]["yours"] == len(r["drafted"]) + 1 for r in shared)
+    assert results[0].status_code == 200
 
 
 # --- bad input: a 4xx with an OpenAI-style error body, and the server keeps serving ---------------------------------

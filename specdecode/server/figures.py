@@ -73,6 +73,17 @@ def round_event(rnd: Round, piece) -> dict:
             "next": piece(rnd.next_token), "kind": rnd.kind, "emitted": len(rnd.emitted)}
 
 
+def shared_pass(job: Job, rnd: Round) -> dict:
+    """The target pass that verified the round: how many requests' rows it carried, how many rows, how many were
+    this request's (served alone: its own only)."""
+    record = job.lease.last_pass
+    if record is None:
+        yours = len(rnd.drafted) + 1
+        return {"requests": 1, "rows": yours, "yours": yours}
+    return {"requests": len(record["rows"]), "rows": sum(n for _, n in record["rows"]),
+            "yours": sum(n for lease, n in record["rows"] if lease == job.lease.id)}
+
+
 def toy_round(request: ToyRoundRequest) -> dict:
     """Exactly one round of the toy pair through `Generation`, after request.tokens."""
     target, draft = bigram_pair()
@@ -125,7 +136,7 @@ async def live(job: Job, choices: AsyncIterator[tuple[int, Round]]) -> AsyncIter
     numbers."""
     piece = job.loaded.target.tokenizer.piece
     async for _, rnd in choices:
-        yield sse(round_event(rnd, piece), "round")
+        yield sse({**round_event(rnd, piece), "pass": shared_pass(job, rnd)}, "round")
     text = job.loaded.target.tokenizer.decode(job.generation.new_tokens)
     yield sse({**speculative(job), "target": job.model, "new_tokens": len(job.generation.new_tokens),
                "prompt_tokens": job.prompt_tokens, "text": text, "finish_reason": finish_reason(job.generation)},

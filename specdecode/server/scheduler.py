@@ -24,6 +24,7 @@ there is one sequence: requests run one at a time on the models themselves, in a
 from __future__ import annotations
 
 import contextlib
+import copy
 import itertools
 import threading
 import time
@@ -65,6 +66,7 @@ class Scheduler:
         self.target_times = PassTimes()  # T(rows) of batched target passes, seconds
         self.draft_seconds: float | None = None  # a draft pass, seconds (running mean)
         self.passes: deque[dict] = deque(maxlen=PASS_LOG)  # recent target passes: whose rows, how many
+        self.learned: Allotted | None = None  # the last finished request's controller: the next one starts from it
         self._ids = itertools.count(1)
 
     # --- leases --------------------------------------------------------------------------------------------------
@@ -100,6 +102,8 @@ class Scheduler:
     def release(self, lease: Lease) -> None:
         """Give the lease's sequence back (harmless when it holds none): the next lease in line gets it."""
         with self._admission:
+            if lease.controller is not None:
+                self.learned = lease.controller
             if lease.index is not None:
                 self._free.append(lease.index)
                 self.leased.remove(lease)
@@ -195,8 +199,10 @@ class Scheduler:
         rows = sum(item.tokens.numel() for item in items)
         if model is self.target:
             self.target_times.observe(rows, seconds)
-            self.passes.append({"rows": [[item.lease.id, item.tokens.numel()] for item in items],
-                                "ms": seconds * 1e3})
+            record = {"rows": [[item.lease.id, item.tokens.numel()] for item in items], "ms": seconds * 1e3}
+            self.passes.append(record)
+            for item in items:
+                item.lease.last_pass = record
         else:
             self.draft_seconds = seconds if self.draft_seconds is None else 0.9 * self.draft_seconds + 0.1 * seconds
 
@@ -237,6 +243,7 @@ class Lease:
         self.scheduler, self.id = scheduler, lease_id
         self.index: int | None = None
         self.controller: Allotted | None = None
+        self.last_pass: dict | None = None  # the last target pass its rows were in (`Scheduler.passes`' record)
         self._views: list[Scheduled] = []
         if scheduler.batched:
             self.target: CausalLM = self._view(scheduler.target)
@@ -256,8 +263,11 @@ class Lease:
 
     def allotted(self, target: CausalLM) -> AdaptiveGamma:
         """A gamma controller for an unseeded "auto" request: alone it chooses as `AdaptiveGamma` does; beside
-        others the scheduler allots its rows."""
+        others the scheduler allots its rows. It starts from what the last finished request's had measured (as one
+        shared controller did when requests ran one at a time)."""
         self.controller = Allotted(self, target.verify_slope)
+        if self.scheduler.learned is not None:
+            self.controller.learn_from(self.scheduler.learned)
         return self.controller
 
 
@@ -269,6 +279,11 @@ class Allotted(AdaptiveGamma):
         super().__init__(prior_slope=slope)
         self.lease = lease
         self._shared = False
+
+    def learn_from(self, other: Allotted) -> None:
+        """Start from other's measurements (acceptance, pass times), not from the priors."""
+        state = {k: v for k, v in other.__dict__.items() if k not in ("lease", "_shared")}
+        self.__dict__.update(copy.deepcopy(state))
 
     def choose(self) -> int:
         scheduler = self.lease.scheduler

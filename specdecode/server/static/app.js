@@ -419,6 +419,7 @@
       runButton.disabled = true;
       stop.disabled = false;
       output.replaceChildren();
+      $("live-pass").textContent = "";
       clearStats();
       showError("live-error", null);
       let rounds = 0;
@@ -433,6 +434,13 @@
           if (name === "round") {
             const round = span(`round ${rounds % 2 ? "odd" : "even"}`, "");
             round.append(partsFragment(event.parts));
+            const shared = event.pass;
+            round.title = `verified in a target pass of ${shared.rows} rows for ${shared.requests} ` +
+              `request${shared.requests === 1 ? "" : "s"} (${shared.yours} of them this one's)`;
+            $("live-pass").textContent = shared.requests === 1
+              ? `last target pass: ${shared.rows} rows, all this request's`
+              : `last target pass: ${shared.rows} rows for ${shared.requests} requests, ${shared.yours} of them ` +
+                "this one's (the others' rows were other clients' tokens, verified in the same pass)";
             output.append(round);
             output.scrollTop = output.scrollHeight;
             rounds += 1;
