@@ -26,6 +26,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from .cpu import capability
 from .drafts.base import Draft
 from .drafts.feature import FeatureDraft
@@ -423,13 +425,23 @@ def _model_draft(directory: Path, name: str, target: Target, dtype: str, engine:
 
 def _named_draft(name: str, target: Target, dtype: str) -> ModelDraft:
     """A named GGUF model as a draft model on the native engine (int4 by default), whatever engine runs the
-    target; checked against the target's tokenizer."""
+    target, its output head cut to `draft_vocabulary` where its spec says (head_ids); checked against the target's
+    tokenizer."""
     spec, path = NAMED[name], gguf_file(name)
     draft_tokenizer = _gguf_tokenizer(path, cache_dir() / "gguf" / f"{name}-tokenizer")
     vocab_size = target.model.vocab_size
     check_compatible(target.tokenizer, draft_tokenizer, vocab_size, len(draft_tokenizer.hf))
     model = load_gguf_native(path, dtype, spec.display, for_draft=True)
+    if spec.head_ids is not None:
+        model.restrict_output(torch.tensor(draft_vocabulary(draft_tokenizer, spec.head_ids)))
     return ModelDraft(model, vocab_size=vocab_size, name=name)
+
+
+def draft_vocabulary(tokenizer: TextTokenizer, first: int) -> list[int]:
+    """The ids a named draft's cut head keeps (`NamedGGUF.head_ids`), chosen without data: the vocabulary's first
+    `first` ids (byte-level BPE numbers its tokens in merge order, the frequent ones first) and every added or stop
+    token (<|im_end|> and <|endoftext|> come after all the merged ones: the draft must be able to propose a stop)."""
+    return sorted(set(range(first)) | set(tokenizer.hf.added_tokens_decoder) | set(tokenizer.stop_token_ids))
 
 
 def _feature_draft(directory: Path, target: Target, dtype: str) -> FeatureDraft:

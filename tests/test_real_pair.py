@@ -8,9 +8,9 @@ from gguf import GGMLQuantizationType
 
 from specdecode import SamplingConfig, generate, generate_plain
 from specdecode.drafts.hybrid import HybridDraft
-from specdecode.load import load_draft, load_target
+from specdecode.load import draft_vocabulary, load_draft, load_gguf_native, load_target
 from specdecode.models import llama_cpp
-from specdecode.models.download import gguf_file
+from specdecode.models.download import NAMED, gguf_file
 from specdecode.models.gguf_weights import GGUFWeights
 from specdecode.models.linear import GROUP
 from specdecode.prompts import load_prompts
@@ -26,6 +26,11 @@ def draft_file():
 @pytest.fixture(scope="module")
 def target():
     return load_target(TARGET)
+
+
+@pytest.fixture(scope="module")
+def draft(target):
+    return load_draft(DRAFT, target)  # its head cut by default (NAMED[DRAFT].head_ids)
 
 
 def _first(weights: GGUFWeights, qtype: str) -> str:
@@ -118,18 +123,50 @@ def test_the_target_agrees_with_llama_cpp_on_the_same_file(target):
     assert agree / total >= 0.98, f"{agree}/{total}"
 
 
-def test_greedy_speculative_output_equals_plain_with_the_draft_model(target):
-    """The int4 target is batch invariant, so with the 0.5B draft (and behind prompt lookup) greedy speculative
-    decoding gives plain decoding's tokens exactly."""
-    tok = target.tokenizer
-    model_draft = load_draft(DRAFT, target)
-    drafts = [model_draft, HybridDraft(model_draft)]
-    for prompt in load_prompts("test", ("code_write", "code_edit", "chat"))[::2][:3]:
-        ids = tok.encode(prompt.prompt)
+def test_the_drafts_head_is_cut_to_frequent_tokens_and_its_q_is_the_uncut_one_renormalised(target, draft):
+    """The named 0.5B drafts with its head cut (docs/real-pair.md): to the first head_ids ids and every added or stop
+    token, so that it can propose <|im_end|>; q = 0 outside them, and inside them the uncut draft's q renormalised.
+    The cut head holds the same rows, each rounded to 4 bits on its own, and the product computes each row on its
+    own: the logits inside are bitwise the uncut ones, q equal to the softmax's float32 rounding (1.5e-8 measured,
+    1e-6 allowed)."""
+    tok, first = target.tokenizer, NAMED[DRAFT].head_ids
+    keep = draft_vocabulary(tok, first)
+    inside = torch.zeros(target.model.vocab_size, dtype=torch.bool)
+    inside[keep] = True
+    assert inside[:first].all() and inside[tok.stop_token_ids].all() and inside[tok.vocab["<|im_end|>"]]
+    added = set(tok.hf.added_tokens_decoder) | set(tok.stop_token_ids)
+    assert all(i in added for i in keep[first:]) and len(keep) < first + 32  # 22 added tokens and </s>
+    assert draft.model.output_ids.tolist() == keep and draft.model.head.out_features == len(keep)
+
+    uncut = load_gguf_native(gguf_file(DRAFT, progress=False), "auto", "uncut", for_draft=True)
+    ids = torch.tensor(tok.encode("Write a Python function that returns the squares of a list of numbers."))
+    for model in (draft.model, uncut):  # the whole prompt in one pass, then one token
+        model.rollback(0)
+    cut_logits = torch.cat([draft.model.extend(ids[:-1]), draft.model.extend(ids[-1:])])
+    uncut_logits = torch.cat([uncut.extend(ids[:-1]), uncut.extend(ids[-1:])])
+    assert torch.isneginf(cut_logits[:, ~inside]).all() and torch.isfinite(cut_logits[:, inside]).all()
+    assert torch.equal(cut_logits[:, inside], uncut_logits[:, inside])
+    q, renormalised = torch.softmax(cut_logits, -1), torch.softmax(uncut_logits[:, inside], -1)
+    assert (q[:, ~inside] == 0).all()
+    torch.testing.assert_close(q[:, inside], renormalised, rtol=0, atol=1e-6)
+    draft.model.rollback(0)
+
+
+def test_greedy_speculative_output_equals_plain_with_the_draft_model(target, draft):
+    """The int4 target is batch invariant, so with the 0.5B draft, its head cut (and behind prompt lookup), greedy
+    speculative decoding gives plain decoding's tokens exactly; a one-word answer ends inside a round, on a
+    <|im_end|> the cut draft proposed."""
+    tok, end = target.tokenizer, target.tokenizer.vocab["<|im_end|>"]
+    assert draft.model.output_ids is not None  # the cut draft, as load_draft gives it by default
+    drafts = [draft, HybridDraft(draft)]
+    prompts = [p.prompt for p in load_prompts("test", ("code_write", "code_edit", "chat"))[::2][:3]]
+    for prompt in [*prompts, "Reply with the single word yes."]:
+        ids = tok.encode(prompt)
         plain = generate_plain(target.model, ids, max_new_tokens=24, sampling=SamplingConfig(0),
                                stop_token_ids=tok.stop_token_ids)
-        for draft, gamma in zip(drafts, (3, "auto"), strict=True):
-            spec = generate(target.model, draft, ids, max_new_tokens=24, gamma=gamma, sampling=SamplingConfig(0),
+        for each, gamma in zip(drafts, (3, "auto"), strict=True):
+            spec = generate(target.model, each, ids, max_new_tokens=24, gamma=gamma, sampling=SamplingConfig(0),
                             stop_token_ids=tok.stop_token_ids)
-            assert spec.new_tokens == plain.new_tokens, (prompt.id, draft.name)
+            assert spec.new_tokens == plain.new_tokens, (prompt, each.name)
             assert spec.stats.tokens_accepted > 0
+    assert plain.new_tokens[-1] == end and any(end in r.drafted[:r.n_accepted] for r in spec.rounds)

