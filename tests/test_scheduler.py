@@ -36,7 +36,7 @@ def serve(scheduler: Scheduler, prompt: list[int], sampling: SamplingConfig, see
     if start is not None:
         start.wait(30)
     try:
-        gamma = lease.allotted(scheduler.target) if seed is None else "auto"
+        gamma = lease.allotted() if seed is None else "auto"
         generation = Generation(lease.target, lease.draft, prompt, max_new_tokens=max_new_tokens, gamma=gamma,
                                 sampling=sampling, seed=seed)
         steps = iter(generation)
@@ -203,7 +203,7 @@ def test_rows_go_to_the_requests_whose_drafts_are_accepted():
     scheduler = Scheduler(target, ModelDraft(draft_model), sequences=4)
     sure, unsure = acquired(scheduler), acquired(scheduler)
     for lease, alpha in ((sure, 0.95), (unsure, 0.3)):
-        controller = lease.allotted(target)
+        controller = lease.allotted()
         controller._accepted, controller._rejected = 1000 * alpha, 1000 * (1 - alpha)
     for k, seconds in ((2, 0.0102), (4, 0.0104), (8, 0.0108)):  # nearly flat: rows are cheap
         scheduler.target_times.observe(k, seconds)
@@ -220,10 +220,10 @@ def test_a_request_starts_from_what_the_last_one_measured():
     target, draft_model = prefix_pair()
     scheduler = Scheduler(target, ModelDraft(draft_model), sequences=2)
     first = acquired(scheduler)
-    controller = first.allotted(target)
+    controller = first.allotted()
     for _ in range(20):
         controller.update(4, 4, 0.01, 0.002, 4)
     scheduler.release(first)
-    second = acquired(scheduler).allotted(target)
+    second = acquired(scheduler).allotted()
     assert second.alpha == controller.alpha > Allotted(first, target.verify_slope).alpha
     assert second.target_time(5) == controller.target_time(5)

@@ -119,36 +119,31 @@ class Scheduler:
 
     # --- rounds (in worker threads) ------------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def inside(self) -> Iterator[None]:
+    def inside(self) -> contextlib.AbstractContextManager[None]:
         """Run one round of a request inside this: passes wait until every thread inside waits on one."""
-        with self._cond:
-            while self._exclusive:
-                self._cond.wait()
-            self._inside += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._inside -= 1
-                self._cond.notify_all()
+        return self._round(alone=False)
+
+    def exclusive(self) -> contextlib.AbstractContextManager[None]:
+        """Run alone: wait until no thread is inside a round, and keep the others out meanwhile (timing passes)."""
+        return self._round(alone=True)
 
     @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
-        """Run alone: wait until no thread is inside a round, and keep the others out meanwhile (timing passes)."""
+    def _round(self, alone: bool) -> Iterator[None]:
         with self._cond:
             while self._exclusive:
                 self._cond.wait()
-            self._exclusive = True
-            while self._inside:
-                self._cond.wait()
+            if alone:
+                self._exclusive = True
+                while self._inside:
+                    self._cond.wait()
             self._inside += 1
         try:
             yield
         finally:
             with self._cond:
                 self._inside -= 1
-                self._exclusive = False
+                if alone:
+                    self._exclusive = False
                 self._cond.notify_all()
 
     def submit(self, model: CausalLM, sequence: CausalLM, tokens: torch.Tensor, keep: int | None,
@@ -261,11 +256,11 @@ class Lease:
         for view in self._views:
             view.sequence = view.model.sequence(index)
 
-    def allotted(self, target: CausalLM) -> AdaptiveGamma:
+    def allotted(self) -> AdaptiveGamma:
         """A gamma controller for an unseeded "auto" request: alone it chooses as `AdaptiveGamma` does; beside
         others the scheduler allots its rows. It starts from what the last finished request's had measured (as one
         shared controller did when requests ran one at a time)."""
-        self.controller = Allotted(self, target.verify_slope)
+        self.controller = Allotted(self, self.scheduler.target.verify_slope)
         if self.scheduler.learned is not None:
             self.controller.learn_from(self.scheduler.learned)
         return self.controller

@@ -225,7 +225,7 @@ class Service:
         # scheduler allot its rows. A seeded request gets its own timing-free one (see Generation).
         schedule = gamma
         if gamma == "auto" and request.seed is None and loaded.draft is not None:
-            schedule = lease.allotted(loaded.target.model) if self.scheduler.batched else self.controller
+            schedule = lease.allotted() if self.scheduler.batched else self.controller
         tokenizer = loaded.target.tokenizer
         generations = [Generation(lease.target, lease.draft, ids, max_new_tokens=max_tokens, gamma=schedule,
                                   sampling=sampling, seed=None if request.seed is None else request.seed + i,
