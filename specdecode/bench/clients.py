@@ -28,7 +28,6 @@ import contextlib
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,6 +40,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..prompts import KINDS, Prompt, load_prompts
+from .process import free_port, stop, wait_healthy
 from .report import fmt
 
 SEED = 1234  # every request's seed (greedy needs none; a sampled run would)
@@ -100,12 +100,6 @@ class Load:
     seconds: float  # wall time, first request sent to last answer ended
     outcomes: list[Outcome]
     capped: bool = False  # the load's cap stopped it (its unfinished requests are errors)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def request_body(prompt: Prompt, max_tokens: int, extra: dict) -> dict:
@@ -242,15 +236,6 @@ def warm_up(served: Served, prompt: Prompt, max_tokens: int, timeout: float = ST
 # Servers
 
 
-def _healthy(url: str) -> bool:
-    import httpx
-
-    try:
-        return httpx.get(url + "/health", timeout=2.0).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 def start_ours(target: str, draft: str | None, threads: int, clients: int, request_timeout: float,
                serve_flags: list[str] = (), startup_seconds: float = STARTUP_SECONDS) -> Served:
     """`specdecode serve` in its own process (this checkout's code, torch on `threads` threads), its queue long
@@ -265,33 +250,9 @@ def start_ours(target: str, draft: str | None, threads: int, clients: int, reque
     log = tempfile.TemporaryFile()  # noqa: SIM115 (open as long as the server runs)
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, env=env)
 
-    def stop() -> None:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
-        log.close()
-
     url = f"http://127.0.0.1:{port}"
-    _wait_healthy(url, process, log, stop, "our server", startup_seconds)
-    return Served("ours", url, stop, exact=True)
-
-
-def _wait_healthy(url: str, process: subprocess.Popen, log, stop: Callable[[], None], name: str,
-                  seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while not _healthy(url):
-        if process.poll() is not None or time.monotonic() > deadline:
-            log.seek(0)
-            lines = log.read().decode(errors="replace").strip().splitlines()
-            why = f"exited with status {process.returncode}" if process.poll() is not None \
-                else f"not healthy within {seconds:g} s"
-            stop()
-            raise ValueError(f"{name} did not start ({why}): {lines[-1].strip() if lines else 'no output'}")
-        time.sleep(0.2)
+    wait_healthy(url, process, log, "our server", startup_seconds, lambda: stop(process, log))
+    return Served("ours", url, lambda: stop(process, log), exact=True)
 
 
 def llama_server_files(target: str, draft: str | None) -> tuple[Path | None, Path | None, str | None]:
@@ -317,10 +278,10 @@ def start_llama_server(gguf: Path, threads: int, clients: int, draft: Path | Non
     batching as it runs by default, its prompt cache off (the same prompts run at 1 and at N clients)."""
     from .llama_server import LlamaServer
 
-    flags = ["-np", str(clients), "--jinja"]
+    flags = ["--jinja"]
     if draft is not None:
         flags += ["-md", str(draft), "--spec-type", "draft-simple"]
-    server = LlamaServer(gguf, threads, flags, context=4096 * clients)
+    server = LlamaServer(gguf, threads, flags, context=4096 * clients, slots=clients)
     name = "llama-server plain" if draft is None else f"llama-server draft {draft.stem}"
     return Served(name, f"http://127.0.0.1:{server.port}", server.close, {"cache_prompt": False})
 

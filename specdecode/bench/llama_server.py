@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tarfile
@@ -30,6 +29,7 @@ from pathlib import Path
 from ..models.default import cache_dir
 from ..sampling import SamplingConfig
 from .methods import Method, Outcome
+from .process import free_port, stop, wait_healthy
 
 VERSION = "0.3.36"  # llama-cpp-python's sdist, as bin/bootstrap pins it
 CMAKE_FLAGS = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DBUILD_SHARED_LIBS=OFF"]
@@ -93,30 +93,16 @@ class LlamaServer:
     """One llama-server process serving a GGUF file on a free loopback port."""
 
     def __init__(self, gguf: str | Path, threads: int, flags: list[str] = (), context: int = 4096,
-                 startup_seconds: float = 180.0):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+                 startup_seconds: float = 180.0, slots: int = 1):
+        """slots: requests decoded at once (-np), each with context / slots tokens of the context."""
+        self.port = free_port()
         command = [str(server_binary()), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(self.port),
-                   "-t", str(threads), "-tb", str(threads), "-c", str(context), "-np", "1", *flags]
+                   "-t", str(threads), "-tb", str(threads), "-c", str(context), "-np", str(slots), *flags]
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 (open as long as the server runs)
         self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
         atexit.register(self.close)  # a server never outlives the bench
-        deadline = time.monotonic() + startup_seconds
-        while not self._healthy():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.log.seek(0)
-                last = (self.log.read().decode(errors="replace").strip().splitlines() or ["no output"])[-1]
-                self.close()
-                raise ValueError(f"llama-server {' '.join(flags)} did not start: {last}")
-            time.sleep(0.5)
-
-    def _healthy(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as answer:
-                return answer.status == 200
-        except OSError:
-            return False
+        wait_healthy(f"http://127.0.0.1:{self.port}", self.process, self.log,
+                     " ".join(["llama-server", *flags]), startup_seconds, self.close)
 
     def complete(self, body: dict) -> dict:
         request = urllib.request.Request(f"http://127.0.0.1:{self.port}/completion", json.dumps(body).encode(),
@@ -125,15 +111,7 @@ class LlamaServer:
             return json.loads(answer.read())
 
     def close(self) -> None:
-        if self.log.closed:
-            return
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-        self.log.close()
+        stop(self.process, self.log)
 
 
 def llama_server_method(name: str, server: LlamaServer, draft: str = "none", gamma: int | None = None) -> Method:
