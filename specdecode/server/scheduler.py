@@ -258,30 +258,34 @@ class Lease:
 
     def allotted(self) -> AdaptiveGamma:
         """A gamma controller for an unseeded "auto" request: alone it chooses as `AdaptiveGamma` does; beside
-        others the scheduler allots its rows. It starts from what the last finished request's had measured (as one
-        shared controller did when requests ran one at a time)."""
+        others the scheduler allots its rows. Its first choice starts from what the last finished request's had
+        measured."""
         self.controller = Allotted(self, self.scheduler.target.verify_slope)
-        if self.scheduler.learned is not None:
-            self.controller.learn_from(self.scheduler.learned)
         return self.controller
 
 
 class Allotted(AdaptiveGamma):
     """`AdaptiveGamma` while its request is alone; beside others, the scheduler's allotment (`Scheduler.allot`).
-    Rounds run beside others measure their acceptance but not their timings (which hold the others' rows)."""
+    Rounds run beside others measure their acceptance but not their timings (which hold the others' rows). Its first
+    choice starts from the last finished request's measurements (`Scheduler.learned`), not from the priors, so what
+    one request learns of the models serves the next."""
 
     def __init__(self, lease: Lease, slope: float):
         super().__init__(prior_slope=slope)
         self.lease = lease
         self._shared = False
+        self._fresh = True  # nothing chosen yet
 
-    def learn_from(self, other: Allotted) -> None:
-        """Start from other's measurements (acceptance, pass times), not from the priors."""
-        state = {k: v for k, v in other.__dict__.items() if k not in ("lease", "_shared")}
+    def _learn_from(self, other: Allotted) -> None:
+        state = {k: v for k, v in other.__dict__.items() if k not in ("lease", "_shared", "_fresh")}
         self.__dict__.update(copy.deepcopy(state))
 
     def choose(self) -> int:
         scheduler = self.lease.scheduler
+        if self._fresh:
+            self._fresh = False
+            if scheduler.learned is not None and scheduler.learned is not self:
+                self._learn_from(scheduler.learned)
         self._shared = len(scheduler.leased) > 1
         if not self._shared:
             return super().choose()

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 import anyio
 import torch
 
-from ..adaptive import AdaptiveGamma
 from ..analysis import check_gamma
 from ..drafts.base import Draft
 from ..engine import Generation, Round, TokenLogprob
@@ -105,9 +104,6 @@ class Service:
         self.gamma, self.max_prompt_tokens, self.max_tokens = gamma, max_prompt_tokens, max_tokens
         self.max_queue, self.request_timeout = max_queue, request_timeout
         self.admitted = 0  # generating requests admitted and not yet released (touched on the event loop only)
-        # With gamma "auto", one controller serves every request, so it keeps what it has measured of the models
-        # (made when the target is loaded: its prior verify cost is the engine's).
-        self.controller: AdaptiveGamma | None = None
         self._loaded: Loaded | None = None
         self._load_lock = threading.Lock()
         self.scheduler: Scheduler | None = None  # made with the models
@@ -140,8 +136,6 @@ class Service:
                                            engine=self.engine)
                     except ValueError as error:
                         raise APIError(f"the server cannot load its models: {error}", 503) from None
-                    if self.gamma == "auto":
-                        self.controller = AdaptiveGamma.for_target(target.model)
                     self.scheduler = Scheduler(target.model, draft, self.sequences)
                     self._loaded = Loaded(target, draft, draft.name if draft is not None else "none")
                     log.info("loaded target %s (%s), draft %s; %d request(s) at once", target.name, target.engine,
@@ -221,11 +215,10 @@ class Service:
             raise APIError(str(error), param="temperature") from None
         gamma = request.gamma or self.gamma
         lease = self.scheduler.lease()
-        # Unseeded "auto": one request at a time share the controller that times the passes; batched, each has the
-        # scheduler allot its rows. A seeded request gets its own timing-free one (see Generation).
-        schedule = gamma
-        if gamma == "auto" and request.seed is None and loaded.draft is not None:
-            schedule = lease.allotted() if self.scheduler.batched else self.controller
+        # Unseeded "auto": the scheduler's controller (alone: adaptive gamma, from what the last request measured;
+        # batched: rows allotted). A seeded request gets its own timing-free one (see Generation).
+        schedule = lease.allotted() if gamma == "auto" and request.seed is None and loaded.draft is not None \
+            else gamma
         tokenizer = loaded.target.tokenizer
         generations = [Generation(lease.target, lease.draft, ids, max_new_tokens=max_tokens, gamma=schedule,
                                   sampling=sampling, seed=None if request.seed is None else request.seed + i,
