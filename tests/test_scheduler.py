@@ -89,7 +89,8 @@ def alone(target, draft, request, max_new_tokens: int) -> list[int]:
 @pytest.mark.parametrize("clients", [1, 2, 4, 8])
 def test_toy_requests_served_together_get_what_they_get_alone(clients):
     target, draft_model = prefix_pair(noise=1.0)
-    scheduler = Scheduler(target, ModelDraft(draft_model), sequences=8)
+    # (a long grace: a pass waits for a request between two rounds, so that they are surely served together)
+    scheduler = Scheduler(target, ModelDraft(draft_model), sequences=8, grace=2.0)
     assert scheduler.batched
     requests = requests_for(target.vocab_size, clients)
     expected = [alone(target, ModelDraft(draft_model), r, 30) for r in requests]
@@ -104,13 +105,28 @@ def test_small_model_requests_served_together_get_what_they_get_alone(clients, s
 
     target = smollm2_native.model
     draft = load_draft("trained", smollm2_native)
-    scheduler = Scheduler(target, draft, sequences=8)
+    scheduler = Scheduler(target, draft, sequences=8, grace=2.0)
     assert scheduler.batched
     tok = smollm2_native.tokenizer
     texts = ["Write a haiku about rain.", "def fibonacci(n):", "List three colours.", "What is 12 + 30?"]
     requests = [(tok.encode(texts[i % 4]) + [i], *requests_for(10, clients)[i][1:]) for i in range(clients)]
     expected = [alone(target, draft, r, 12) for r in requests]
     assert together(scheduler, requests, 12) == expected
+
+
+def test_a_pass_waits_for_a_request_between_rounds_only_up_to_the_grace():
+    target, _ = prefix_pair()
+    scheduler = Scheduler(target, None, sequences=2, grace=0.25)
+    idle = acquired(scheduler)  # holds a sequence but runs no round
+    tokens = []
+    worker = threading.Thread(target=lambda: tokens.extend(serve(scheduler, [1, 2, 3], GREEDY, 1, 4)))
+    started = time.monotonic()
+    worker.start()
+    worker.join(30)
+    assert len(tokens) == 4 and time.monotonic() - started >= 4 * 0.25  # each pass waited, none for ever
+    scheduler.release(idle)
+    started = time.monotonic()
+    assert len(serve(scheduler, [1, 2, 3], GREEDY, 1, 4)) == 4 and time.monotonic() - started < 4 * 0.25
 
 
 def test_leases_are_handed_out_in_arrival_order():

@@ -2,8 +2,8 @@
 
 A request generates in a worker thread, round by round, on a `Lease`: a sequence of the target with a KV cache of
 its own (`CausalLM.sequence`) and a draft forked for it (`Draft.fork`), on sequences of the draft's model likewise.
-Their `extend` calls do not run at once: they queue, and when every request inside a round is waiting on a pass,
-the scheduler runs one, the draft model's queue first (proposals come before verification), then the target's: all
+Their `extend` calls do not run at once: they queue, and when every request holding a lease is waiting on a pass,
+the scheduler runs one (a request between two rounds, streaming its last one, is waited for up to `grace`), the draft model's queue first (proposals come before verification), then the target's: all
 of a queue's sequences in one `extend_batch`. So one target pass verifies every request's drafts. On the native
 engine each row is bitwise what the request's own pass would give it, so no output depends on who else is served.
 
@@ -40,13 +40,15 @@ from ..drafts.base import Draft
 from ..models.base import CausalLM
 
 POLL_SECONDS = 0.005  # how often a request waiting its turn looks for it (every 20th time, for its client)
+GRACE_SECONDS = 0.005  # how long a pass waits for a request that holds a lease but is between two rounds
 PASS_LOG = 64  # target passes kept for the page's live view
 
 
 class Scheduler:
-    def __init__(self, target: CausalLM, draft: Draft | None, sequences: int = 8):
+    def __init__(self, target: CausalLM, draft: Draft | None, sequences: int = 8, grace: float = GRACE_SECONDS):
         """sequences: at most this many requests generate at once (each a KV cache of the target and the draft's);
-        1, or models that keep one cache, run one request at a time."""
+        1, or models that keep one cache, run one request at a time. grace: seconds a pass waits for a leased
+        request that is between two rounds (so that its rows ride along), once all the others wait on it."""
         if sequences < 1:
             raise ValueError(f"sequences must be >= 1, got {sequences}")
         self.target, self.draft = target, draft
@@ -62,6 +64,8 @@ class Scheduler:
         self._waiting = 0  # of those, how many wait for a pass not yet started
         self._running = False  # a pass is running
         self._exclusive = False  # one thread runs alone (`exclusive`)
+        self.grace = grace
+        self._held_since: float | None = None  # when every thread inside began waiting on a lease outside
         self._queues: dict[int, tuple[CausalLM, list[_Pending]]] = {}  # id(model) -> (model, extends waiting)
         self.target_times = PassTimes()  # T(rows) of batched target passes, seconds
         self.draft_seconds: float | None = None  # a draft pass, seconds (running mean)
@@ -109,6 +113,8 @@ class Scheduler:
                 self.leased.remove(lease)
                 lease.index = None
                 self._hand_out()
+        with self._cond:  # a pass held for this lease need not wait any more
+            self._cond.notify_all()
 
     def _hand_out(self) -> None:
         """The free sequences to the first leases in line (the admission lock held)."""
@@ -137,6 +143,7 @@ class Scheduler:
                 while self._inside:
                     self._cond.wait()
             self._inside += 1
+            self._held_since = None
         try:
             yield
         finally:
@@ -154,20 +161,34 @@ class Scheduler:
             self._queues.setdefault(id(model), (model, []))[1].append(item)
             self._waiting += 1
             while not item.done:
-                if not self._running and self._waiting == self._inside:
+                delay = self._until_pass()
+                if delay == 0:
                     self._run_pass()
                 else:
-                    self._cond.wait()
+                    self._cond.wait(delay)
         if item.error is not None:
             raise item.error
         return item.result
+
+    def _until_pass(self) -> float | None:
+        """Seconds until the next pass may start (0: now; None: not until a thread inside a round waits or the
+        running pass ends). The condition's lock held."""
+        if self._running or self._waiting < self._inside:
+            self._held_since = None
+            return None
+        if self._inside >= len(self.leased):  # (a request alone, or everyone waiting)
+            return 0
+        now = time.monotonic()
+        if self._held_since is None:
+            self._held_since = now
+        return max(0.0, self._held_since + self.grace - now)
 
     def _run_pass(self) -> None:
         """Run one queue's pass (the lock held on entry and exit, released while the pass runs)."""
         key = next((k for k, (m, items) in self._queues.items() if m is not self.target and items), None)
         model, items = self._queues.pop(key if key is not None else id(self.target))
         self._waiting -= len(items)
-        self._running = True
+        self._running, self._held_since = True, None
         self._cond.release()
         try:
             start = time.perf_counter()
