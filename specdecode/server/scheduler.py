@@ -2,10 +2,11 @@
 
 A request generates in a worker thread, round by round, on a `Lease`: a sequence of the target with a KV cache of
 its own (`CausalLM.sequence`) and a draft forked for it (`Draft.fork`), on sequences of the draft's model likewise.
-Their `extend` calls do not run at once: they queue, and when every request holding a lease is waiting on a pass,
-the scheduler runs one (a request between two rounds, streaming its last one, is waited for up to `grace`), the draft model's queue first (proposals come before verification), then the target's: all
-of a queue's sequences in one `extend_batch`. So one target pass verifies every request's drafts. On the native
-engine each row is bitwise what the request's own pass would give it, so no output depends on who else is served.
+Their `extend` calls do not run at once: they queue, and when every request holding a lease is waiting on a pass
+(one between two rounds, streaming its last, is waited for up to `grace`), the scheduler runs one: the draft
+model's queue first (proposals come before verification), then the target's, all of a queue's sequences in one
+`extend_batch`. So one target pass verifies every request's drafts. On the native engine each row is bitwise what
+the request's own pass would give it, so no output depends on who else is served.
 
 Requests join and leave between passes: a lease is handed out in arrival order (FIFO) when one of the `sequences`
 is free, and given back when its request ends, is cut off or its client goes away.
