@@ -2,9 +2,12 @@
 // inputs, on AVX-512 VNNI or AVX2: the native engine's int4-dot8 products. models/dot8.py builds it, packs the
 // weights and holds the reference in Python; the layout:
 //
-//   w      [N / 16, K / group, 256] uint8   16 output rows (one 32-bit lane each) x one group of inputs:
-//          bits 4, group 32: 4 blocks of 64 bytes; block b, lane n, byte j = code[n, 8b + j] | code[n, 8b + 4 + j] << 4
-//          bits 6, group 16: 4 blocks of 64 bytes; block b, lane n, byte j = code[n, 4b + j]  (codes 0..127)
+//   w      [N / 16, K / group, B] uint8   16 output rows (one 32-bit lane each) x one group of inputs:
+//          bits 4, group 32, B = 256: 4 blocks of 64 bytes; block b, lane n, byte j
+//                                     = code[n, 8b + j] | code[n, 8b + 4 + j] << 4
+//          bits 6, group 16, B = 192: codes 0..63 as their low 4 bits in 2 blocks of 64 bytes (block b, lane n,
+//                                     byte j = low[n, 8b + j] | low[n, 8b + 4 + j] << 4), then their high 2 bits in
+//                                     one block (lane n, byte j = sum over c < 4 of high[n, 4c + j] << 2c)
 //   scales [N / 16, K / group, 32] float16  the 16 rows' scales, then their offsets: w = code scale + offset
 //   y = unscale * sum over groups g of (scale_g sx_g sum_i code_i (256 q_i + r_i) + offset_g sum_i x~_i)
 //
@@ -27,7 +30,8 @@ namespace {
 constexpr int64_t TILE = 16;    // output rows per tile
 constexpr int64_t XGROUP = 32;  // activation inputs sharing one int8 scale
 constexpr int64_t CHUNK = 16;   // activation rows computed against a tile at a time
-constexpr int64_t BLOCK = 256;  // bytes of codes per tile and group
+constexpr int64_t BLOCK4 = 256;  // bytes of 4-bit codes per tile and group (32 inputs)
+constexpr int64_t BLOCK6 = 192;  // bytes of 6-bit codes per tile and group (16 inputs)
 
 struct Rows {  // the activations, quantized: x ~ (256 q + r) scale
   const int8_t* q;      // [M, K]
@@ -86,19 +90,23 @@ void tile_avx512(const uint8_t* w, const uint16_t* sc, const Rows& x, int64_t m0
   const int64_t rows = m1 - m0;
   for (int64_t r = 0; r < rows; ++r) acc[r] = _mm512_setzero_ps();
   const __m512i low = _mm512_set1_epi8(0x0F);
+  const __m512i top = _mm512_set1_epi8(0x30);
   for (int64_t g = 0; g < groups; ++g) {
-    const uint8_t* wg = w + g * BLOCK;
+    const uint8_t* wg = w + g * (BITS == 4 ? BLOCK4 : BLOCK6);
     const __m512 scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + g * 32)));
     const __m512 offset = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + g * 32 + 16)));
     __m512i codes[CODES];
-    for (int b = 0; b < 4; ++b) {
+    for (int b = 0; b < CODES / 2; ++b) {  // low 4 bits (all of a 4-bit code)
       const __m512i v = _mm512_loadu_si512(wg + 64 * b);
-      if constexpr (BITS == 4) {
-        codes[2 * b] = _mm512_and_si512(v, low);
-        codes[2 * b + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
-      } else {
-        codes[b] = v;
-      }
+      codes[2 * b] = _mm512_and_si512(v, low);
+      codes[2 * b + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+    }
+    if constexpr (BITS == 6) {  // high 2 bits, to bits 4-5
+      const __m512i high = _mm512_loadu_si512(wg + 128);
+      codes[0] = _mm512_or_si512(codes[0], _mm512_and_si512(_mm512_slli_epi16(high, 4), top));
+      codes[1] = _mm512_or_si512(codes[1], _mm512_and_si512(_mm512_slli_epi16(high, 2), top));
+      codes[2] = _mm512_or_si512(codes[2], _mm512_and_si512(high, top));
+      codes[3] = _mm512_or_si512(codes[3], _mm512_and_si512(_mm512_srli_epi16(high, 2), top));
     }
     const int64_t k0 = g * GROUP;
     for (int64_t r = 0; r < rows; ++r) {
@@ -131,22 +139,25 @@ void tile_avx2(const uint8_t* w, const uint16_t* sc, const Rows& x, int64_t m0, 
   __m256 acc[CHUNK][2];
   const int64_t rows = m1 - m0;
   for (int64_t r = 0; r < rows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const __m256i low = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
   for (int64_t g = 0; g < groups; ++g) {
-    const uint8_t* wg = w + g * BLOCK;
+    const uint8_t* wg = w + g * (BITS == 4 ? BLOCK4 : BLOCK6);
     __m256 scale[2], offset[2];
     __m256i codes[CODES][2];
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < 2; ++h) {  // lanes 8h .. 8h + 7
       scale[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + g * 32 + 8 * h)));
       offset[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + g * 32 + 16 + 8 * h)));
-      for (int b = 0; b < 4; ++b) {
+      for (int b = 0; b < CODES / 2; ++b) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wg + 64 * b + 32 * h));
-        if constexpr (BITS == 4) {
-          codes[2 * b][h] = _mm256_and_si256(v, low);
-          codes[2 * b + 1][h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-        } else {
-          codes[b][h] = v;
-        }
+        codes[2 * b][h] = _mm256_and_si256(v, low);
+        codes[2 * b + 1][h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+      }
+      if constexpr (BITS == 6) {
+        const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wg + 128 + 32 * h));
+        codes[0][h] = _mm256_or_si256(codes[0][h], _mm256_and_si256(_mm256_slli_epi16(high, 4), top));
+        codes[1][h] = _mm256_or_si256(codes[1][h], _mm256_and_si256(_mm256_slli_epi16(high, 2), top));
+        codes[2][h] = _mm256_or_si256(codes[2][h], _mm256_and_si256(high, top));
+        codes[3][h] = _mm256_or_si256(codes[3][h], _mm256_and_si256(_mm256_srli_epi16(high, 2), top));
       }
     }
     const int64_t k0 = g * GROUP;
@@ -194,8 +205,9 @@ TileFn pick(int64_t isa, int64_t bits, int64_t halves) {
 at::Tensor dot8_mm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& scales, int64_t bits, int64_t halves,
                    double unscale, int64_t isa) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(), "x: contiguous float32 [M, K]");
-  TORCH_CHECK(w.dim() == 3 && w.scalar_type() == at::kByte && w.is_contiguous() && w.size(2) == BLOCK,
-              "w: contiguous uint8 [N / 16, K / group, 256]");
+  TORCH_CHECK(w.dim() == 3 && w.scalar_type() == at::kByte && w.is_contiguous() &&
+                  w.size(2) == (bits == 4 ? BLOCK4 : BLOCK6),
+              "w: contiguous uint8 [N / 16, K / group, 256 (4 bits) or 192 (6 bits)]");
   TORCH_CHECK(scales.dim() == 3 && scales.scalar_type() == at::kHalf && scales.is_contiguous(),
               "scales: contiguous float16 [N / 16, K / group, 32]");
   TORCH_CHECK(bits == 4 || bits == 6, "bits: 4 or 6");
@@ -217,7 +229,7 @@ at::Tensor dot8_mm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& s
   at::parallel_for(0, tiles, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
       for (int64_t m0 = 0; m0 < M; m0 += CHUNK)
-        fn(wp + t * groups * BLOCK, sp + t * groups * 32, rows, m0, std::min(M, m0 + CHUNK), groups, yp + t * TILE,
+        fn(wp + t * groups * w.size(2), sp + t * groups * 32, rows, m0, std::min(M, m0 + CHUNK), groups, yp + t * TILE,
            N, static_cast<float>(unscale));
   });
   return y;

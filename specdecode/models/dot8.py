@@ -27,8 +27,9 @@ GROUPS = {4: 32, 6: 16}  # inputs per weight scale, by code bits
 
 
 class Packed:
-    """One weight matrix [N, K] in the kernel's layout (dot8.cpp): w [N / 16, K / group, 256] uint8, scales
-    [N / 16, K / group, 32] float16 (scaled by a power of two, undone by `unscale`)."""
+    """One weight matrix [N, K] in the kernel's layout (dot8.cpp): w [N / 16, K / group, 256 (4 bits) or 192 (6 bits:
+    low 4 bits, then high 2)] uint8, scales [N / 16, K / group, 32] float16 (scaled by a power of two, undone by
+    `unscale`)."""
 
     def __init__(self, codes: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor, bits: int, halves: int = 1):
         """codes [N, K] (0..15 for 4 bits, 0..127 for 6), scale and offset [N, K / group]: w = code scale + offset.
@@ -45,13 +46,14 @@ class Packed:
         if pad:
             codes, scale, offset = (torch.cat([t, t.new_zeros(pad, t.shape[1])]) for t in (codes, scale, offset))
         tiles, groups = (n + pad) // TILE, k // group
-        c = codes.to(torch.uint8)
-        if bits == 4:  # [T, lane, G, block, low / high, j]
-            c = c.view(tiles, TILE, groups, 4, 2, 4)
-            c = c[..., 0, :] | (c[..., 1, :] << 4)
-        else:
-            c = c.view(tiles, TILE, groups, 4, 4)
-        self.w = c.permute(0, 2, 3, 1, 4).reshape(tiles, groups, 256).contiguous()
+        c = codes.to(torch.uint8).view(tiles, TILE, groups, -1, 2, 4)  # [T, lane, G, block, first / second, j]
+        nibbles = c & 0x0F
+        blocks = nibbles[..., 0, :] | (nibbles[..., 1, :] << 4)  # [T, lane, G, 4 (bits 4) or 2 (bits 6), j]
+        if bits == 6:
+            high = (c >> 4).view(tiles, TILE, groups, 4, 4)  # [T, lane, G, c, j]: bits 4-5 of code 4c + j
+            high = high[..., 0, :] | high[..., 1, :] << 2 | high[..., 2, :] << 4 | high[..., 3, :] << 6
+            blocks = torch.cat([blocks, high[..., None, :]], dim=3)
+        self.w = blocks.permute(0, 2, 3, 1, 4).reshape(tiles, groups, -1).contiguous()
         both = torch.stack([scale.float(), offset.float()])  # [2, N, G]
         largest = float(both.abs().max())
         exponent = math.floor(math.log2(32768 / largest)) if largest > 0 else 0
@@ -65,11 +67,14 @@ class Packed:
 
     def dense(self) -> torch.Tensor:
         """The weights this holds, [N, K] float64, unpacked from the kernel's layout (scales as rounded)."""
-        tiles, groups, _ = self.w.shape
-        c = self.w.view(tiles, groups, 4, TILE, 4).permute(0, 3, 1, 2, 4)  # [T, lane, G, block, j]
-        if self.bits == 4:
-            c = torch.stack([c & 0x0F, c >> 4], dim=-2)  # [T, lane, G, block, low / high, j]
-        codes = c.reshape(tiles * TILE, self.in_features).double()
+        tiles, groups, size = self.w.shape
+        c = self.w.view(tiles, groups, size // 64, TILE, 4).permute(0, 3, 1, 2, 4)  # [T, lane, G, block, j]
+        nibbles = c[:, :, :, : 4 if self.bits == 4 else 2]
+        codes = torch.stack([nibbles & 0x0F, nibbles >> 4], dim=-2)  # [T, lane, G, block, first / second, j]
+        if self.bits == 6:  # bits 4-5 of code 4i + j: [T, lane, G, i, j]
+            high = torch.stack([(c[:, :, :, 2] >> 2 * i) & 3 for i in range(4)], dim=-2)
+            codes = codes.reshape(high.shape) | high << 4
+        codes = codes.reshape(tiles * TILE, self.in_features).double()
         both = self.scales.double().view(tiles, groups, 2, TILE).permute(2, 0, 3, 1) * self.unscale  # [2, T, 16, G]
         scale, offset = (t.reshape(tiles * TILE, groups).repeat_interleave(GROUPS[self.bits], 1) for t in both)
         return (codes * scale + offset)[: self.out_features]
