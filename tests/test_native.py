@@ -145,6 +145,44 @@ def test_a_batched_pass_gives_each_sequence_bitwise_its_own_rows(fmt, smollm2_na
         model.extend_batch([(sequences[1], torch.tensor([5]), None), (sequences[1], torch.tensor([6]), None)])
 
 
+@pytest.mark.skipif("int4-dot8" not in RUNNABLE, reason="the int4-dot8 kernels need AVX2")
+@pytest.mark.parametrize("make", [tiny_llama, tiny_qwen2], ids=["llama", "qwen2"])
+def test_the_layer_kernel_computes_the_python_layer(make, tmp_path):
+    """An int4-dot8 layer runs in one C++ call (layer.cpp); the Python steps of `LlamaLayer` give the same rows to
+    float rounding (1e-5 of the largest), and the same keys and values in each sequence's cache, for two sequences
+    with cached tokens in one pass."""
+    from specdecode.models.llama import KeyPositions, Segment
+
+    model = make(vocab_size=48)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith("bias"):  # (qwen2's q, k, v biases: zero as initialised)
+                parameter.normal_(0, 0.5)
+    native, _ = _pair(model, tmp_path, "int4-dot8")
+    shape, layer = native.shape, native.layers[1]
+    assert layer._kernel is not None
+    torch.manual_seed(0)
+    x = torch.randn(1, 7, shape.hidden)
+    positions = torch.tensor([3, 4, 5, 9, 10, 11, 12])  # sequence a: 3 new rows after 3 cached; b: 4 after 9
+    cos, sin = native.cos[positions][None], native.sin[positions][None]
+    caches = torch.randn(2, 2, 1, shape.kv_heads, 32, shape.head_dim)  # [a / b, k / v, 1, KV, S, hd]
+
+    def run(kernel):
+        if not kernel:
+            layer.__dict__["_kernel"] = None  # (the cached property, emptied: the Python steps)
+        c = caches.clone()
+        segments = [Segment(0, 3, c[0, 0], c[0, 1], 3, 3, 32, KeyPositions(positions[:3])),
+                    Segment(3, 4, c[1, 0], c[1, 1], 9, 4, 32, KeyPositions(positions[3:]))]
+        out = layer(x, shape, cos, sin, segments)
+        layer.__dict__.pop("_kernel", None)
+        return out, c
+
+    (ours, our_caches), (theirs, their_caches) = run(True), run(False)
+    torch.testing.assert_close(ours, theirs, atol=1e-5 * theirs.abs().max().item(), rtol=0)
+    torch.testing.assert_close(our_caches, their_caches, atol=1e-5 * their_caches.abs().max().item(), rtol=0)
+    assert not torch.equal(our_caches, caches)  # the new keys and values were written
+
+
 def test_batch_invariance_holds_across_a_key_block_boundary(smollm2_native):
     """A pass whose keys span two attention blocks (positions 505..512) still matches token-by-token passes."""
     model = smollm2_native.model

@@ -8,6 +8,7 @@ from gguf import GGMLQuantizationType
 
 from specdecode import SamplingConfig, generate, generate_plain
 from specdecode.drafts.hybrid import HybridDraft
+from specdecode.bench.accuracy import agreement
 from specdecode.load import draft_vocabulary, load_draft, load_gguf_native, load_target
 from specdecode.models import llama_cpp
 from specdecode.models.download import NAMED, gguf_file
@@ -107,20 +108,16 @@ def test_int4_weights_reproduce_the_decoded_ones_to_the_stated_rounding(draft_fi
 
 @pytest.mark.skipif(not llama_cpp.available(), reason="llama-cpp-python is not built here (bin/bootstrap builds it)")
 def test_the_target_agrees_with_llama_cpp_on_the_same_file(target):
-    """Teacher-forced over held-out prompts' text: the next-token argmax of the native int4 engine and of llama.cpp
-    agree at >= 98% of positions (llama.cpp rounds activations to 8 bits inside its K-quant products, we round
-    scales to bf16: both are approximations of the same file); the report in docs/real-pair.md has the full run."""
+    """Teacher-forced over held-out prompts' text, the native int4 engine's next-token distributions are close to
+    llama.cpp's on the same file: mean KL(llama.cpp || ours) <= 0.01 nats and the argmax agrees at >= 95% of
+    positions (llama.cpp rounds activations to 8 bits inside its K-quant products, we round scales to float16: both
+    approximate the same file). Measured: KL ~0.002, top-1 97-99.5%. The top-1 figure rests on near-ties: scaling
+    the embeddings by 1 - 2^-21 alone moved it from 99.5% to 97.3% on 12 prompts (docs/real-pair.md), so it gets a
+    wide bound and KL a tight one; a wrong layer moves KL by orders of magnitude."""
     reference = llama_cpp.LlamaCppLM(gguf_file(TARGET, progress=False), name="llama.cpp")
-    tok = target.tokenizer
-    agree = total = 0
-    for prompt in load_prompts("test")[:4]:
-        ids = torch.tensor(tok.encode(prompt.prompt))
-        target.model.rollback(0)
-        reference.rollback(0)
-        ours, theirs = target.model.extend(ids)[1:], reference.extend(ids)[1:]  # (accuracy.py: not position 0)
-        agree += (ours.argmax(-1) == theirs.argmax(-1)).sum().item()
-        total += len(ids) - 1
-    assert agree / total >= 0.98, f"{agree}/{total}"
+    texts = [target.tokenizer.encode(prompt.prompt) for prompt in load_prompts("test")[:4]]
+    measured = agreement(target.model, reference, texts, progress=False)
+    assert measured["mean_kl"] <= 0.01 and measured["top1_agreement"] >= 0.95, measured
 
 
 def test_the_drafts_head_is_cut_to_frequent_tokens_and_its_q_is_the_uncut_one_renormalised(target, draft):

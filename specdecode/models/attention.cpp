@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels.h"
+
 namespace {
 
 // e^x for x <= 0 (Cephes' expf: x = n ln2 + r, |r| <= ln2 / 2, a degree-7 polynomial in r, times 2^n).
@@ -43,27 +45,6 @@ __attribute__((target("avx2,fma"))) inline float dot(const float* a, const float
   return _mm_cvtss_f32(_mm_add_ss(two, _mm_shuffle_ps(two, two, 1)));
 }
 
-__attribute__((target("avx2,fma")))
-void one_row(const float* q, const float* keys, const float* values, int64_t n, int64_t hd, float scale, float* out,
-             std::vector<float>& weights) {
-  weights.assign((n + 7) / 8 * 8, 0.f);
-  float top = -INFINITY;
-  for (int64_t j = 0; j < n; ++j) {
-    weights[j] = dot(q, keys + j * hd, hd) * scale;
-    top = std::max(top, weights[j]);
-  }
-  for (int64_t j = 0; j < n; j += 8)  // e^(s - max), elementwise: a key's weight does not depend on its lane
-    _mm256_storeu_ps(&weights[j], exp8(_mm256_sub_ps(_mm256_loadu_ps(&weights[j]), _mm256_set1_ps(top))));
-  float total = 0.f;
-  for (int64_t j = 0; j < n; ++j) total += weights[j];
-  for (int64_t d = 0; d < hd; d += 8) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t j = 0; j < n; ++j)
-      acc = _mm256_fmadd_ps(_mm256_set1_ps(weights[j]), _mm256_loadu_ps(values + j * hd + d), acc);
-    _mm256_storeu_ps(out + d, _mm256_div_ps(acc, _mm256_set1_ps(total)));
-  }
-}
-
 // q [H, R, hd], keys / values [KV, S, hd] (contiguous), positions [R] int64 (each < S) -> [H, R, hd].
 at::Tensor attend(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) {
   TORCH_CHECK(q.dim() == 3 && q.scalar_type() == at::kFloat && q.is_contiguous(), "q: contiguous float32 [H, R, hd]");
@@ -86,13 +67,39 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& keys, const at::Tensor&
     std::vector<float> weights;
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t h = i / R, r = i % R, kv = h / (H / KV);
-      one_row(qp + i * hd, kp + kv * S * hd, vp + kv * S * hd, pos[r] + 1, hd, scale, op + i * hd, weights);
+      specdecode::attend_row(qp + i * hd, kp + kv * S * hd, vp + kv * S * hd, pos[r] + 1, hd, scale, op + i * hd,
+                             weights);
     }
   });
   return out;
 }
 
 }  // namespace
+
+namespace specdecode {
+
+__attribute__((target("avx2,fma")))
+void attend_row(const float* q, const float* keys, const float* values, int64_t n, int64_t hd, float scale, float* out,
+             std::vector<float>& weights) {
+  weights.assign((n + 7) / 8 * 8, 0.f);
+  float top = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) {
+    weights[j] = dot(q, keys + j * hd, hd) * scale;
+    top = std::max(top, weights[j]);
+  }
+  for (int64_t j = 0; j < n; j += 8)  // e^(s - max), elementwise: a key's weight does not depend on its lane
+    _mm256_storeu_ps(&weights[j], exp8(_mm256_sub_ps(_mm256_loadu_ps(&weights[j]), _mm256_set1_ps(top))));
+  float total = 0.f;
+  for (int64_t j = 0; j < n; ++j) total += weights[j];
+  for (int64_t d = 0; d < hd; d += 8) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; ++j)
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(weights[j]), _mm256_loadu_ps(values + j * hd + d), acc);
+    _mm256_storeu_ps(out + d, _mm256_div_ps(acc, _mm256_set1_ps(total)));
+  }
+}
+
+}  // namespace specdecode
 
 TORCH_LIBRARY_FRAGMENT(specdecode, m) {
   m.def("attend(Tensor q, Tensor keys, Tensor values, Tensor positions) -> Tensor", &attend);

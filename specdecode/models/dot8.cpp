@@ -24,6 +24,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
+
+#include "kernels.h"
 
 namespace {
 
@@ -205,34 +208,52 @@ TileFn pick(int64_t isa, int64_t bits, int64_t halves) {
 at::Tensor dot8_mm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& scales, int64_t bits, int64_t halves,
                    double unscale, int64_t isa) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(), "x: contiguous float32 [M, K]");
+  const specdecode::Dot8Part part = specdecode::dot8_part(w, scales, bits, unscale);
+  TORCH_CHECK(halves == 1 || halves == 2, "halves: 1 or 2");
+  TORCH_CHECK(isa == 1 || isa == 2, "isa: 1 (AVX2) or 2 (AVX-512 VNNI)");
+  TORCH_CHECK(x.size(1) == part.groups * (bits == 4 ? 32 : 16) && x.size(1) % XGROUP == 0, "x's K does not match w");
+  auto y = at::empty({x.size(0), part.tiles * TILE}, x.options());
+  specdecode::dot8_linear(x.data_ptr<float>(), x.size(0), x.size(1), {part}, halves, isa, y.data_ptr<float>(),
+                          y.size(1));
+  return y;
+}
+
+}  // namespace
+
+namespace specdecode {
+
+Dot8Part dot8_part(const at::Tensor& w, const at::Tensor& scales, int64_t bits, double unscale) {
+  TORCH_CHECK(bits == 4 || bits == 6, "bits: 4 or 6");
   TORCH_CHECK(w.dim() == 3 && w.scalar_type() == at::kByte && w.is_contiguous() &&
                   w.size(2) == (bits == 4 ? BLOCK4 : BLOCK6),
               "w: contiguous uint8 [N / 16, K / group, 256 (4 bits) or 192 (6 bits)]");
-  TORCH_CHECK(scales.dim() == 3 && scales.scalar_type() == at::kHalf && scales.is_contiguous(),
+  TORCH_CHECK(scales.dim() == 3 && scales.scalar_type() == at::kHalf && scales.is_contiguous() &&
+                  scales.size(0) == w.size(0) && scales.size(1) == w.size(1) && scales.size(2) == 32,
               "scales: contiguous float16 [N / 16, K / group, 32]");
-  TORCH_CHECK(bits == 4 || bits == 6, "bits: 4 or 6");
-  TORCH_CHECK(halves == 1 || halves == 2, "halves: 1 or 2");
-  TORCH_CHECK(isa == 1 || isa == 2, "isa: 1 (AVX2) or 2 (AVX-512 VNNI)");
-  const int64_t M = x.size(0), K = x.size(1), tiles = w.size(0), groups = w.size(1), N = tiles * TILE;
-  TORCH_CHECK(K == groups * (bits == 4 ? 32 : 16) && K % XGROUP == 0, "x's K does not match w");
-  auto y = at::empty({M, N}, x.options());
-  auto q = at::empty({2, M, K}, x.options().dtype(at::kChar));
-  auto aux = at::empty({M, K / 32 + K / 16 + K / 32}, x.options());
-  float* a = aux.data_ptr<float>();
-  int8_t* qp = q.data_ptr<int8_t>();
-  quantize(x.data_ptr<float>(), M, K, halves, qp, qp + M * K, a, a + M * (K / 32), a + M * (K / 32 + K / 16));
-  const Rows rows{qp, qp + M * K, a, a + M * (K / 32), a + M * (K / 32 + K / 16), K};
-  const TileFn fn = pick(isa, bits, halves);
-  const uint8_t* wp = w.data_ptr<uint8_t>();
-  const uint16_t* sp = reinterpret_cast<const uint16_t*>(scales.data_ptr<at::Half>());
-  float* yp = y.data_ptr<float>();
-  at::parallel_for(0, tiles, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t)
+  return {w.data_ptr<uint8_t>(), reinterpret_cast<const uint16_t*>(scales.data_ptr<at::Half>()), w.size(0),
+          w.size(1), bits, static_cast<float>(unscale)};
+}
+
+void dot8_linear(const float* x, int64_t M, int64_t K, const std::vector<Dot8Part>& parts, int64_t halves,
+                 int64_t isa, float* y, int64_t ldy) {
+  std::vector<int8_t> q(2 * M * K);
+  std::vector<float> aux(M * (K / 32 + K / 16 + K / 32));
+  float* a = aux.data();
+  quantize(x, M, K, halves, q.data(), q.data() + M * K, a, a + M * (K / 32), a + M * (K / 32 + K / 16));
+  const Rows rows{q.data(), q.data() + M * K, a, a + M * (K / 32), a + M * (K / 32 + K / 16), K};
+  std::vector<int64_t> first{0};  // each part's first tile among all the parts'
+  for (const Dot8Part& part : parts) first.push_back(first.back() + part.tiles);
+  at::parallel_for(0, first.back(), 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t i = std::upper_bound(first.begin(), first.end(), t) - first.begin() - 1, local = t - first[i];
+      const Dot8Part& part = parts[i];
+      const TileFn fn = pick(isa, part.bits, halves);
+      const int64_t block = part.bits == 4 ? BLOCK4 : BLOCK6;
       for (int64_t m0 = 0; m0 < M; m0 += CHUNK)
-        fn(wp + t * groups * w.size(2), sp + t * groups * 32, rows, m0, std::min(M, m0 + CHUNK), groups, yp + t * TILE,
-           N, static_cast<float>(unscale));
+        fn(part.w + local * part.groups * block, part.scales + local * part.groups * 32, rows, m0,
+           std::min(M, m0 + CHUNK), part.groups, y + TILE * t, ldy, part.unscale);
+    }
   });
-  return y;
 }
 
 }  // namespace

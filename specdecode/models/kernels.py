@@ -1,7 +1,8 @@
 """Our C++ kernels, built once per machine on first use with torch's extension builder and registered as
-`torch.ops.specdecode.*`: dot8.cpp (the int4-dot8 products: dot8.py) and attention.cpp (the engine's attention for
-that format: llama.py `KeyPositions`). Both need AVX2 with FMA and F16C; the products use AVX-512 VNNI where the
-CPU has it, and give the same bits either way."""
+`torch.ops.specdecode.*`: dot8.cpp (the int4-dot8 products: dot8.py), attention.cpp (the engine's attention for
+that format: llama.py `KeyPositions`) and layer.cpp (a whole layer of that format in one call: llama.py
+`LlamaLayer`), sharing kernels.h. They need AVX2 with FMA and F16C; the products use AVX-512 VNNI where the CPU has
+it, and give the same bits either way."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ import torch
 
 from ..cpu import Capability
 
-SOURCES = [Path(__file__).with_name(name) for name in ("dot8.cpp", "attention.cpp")]
+SOURCES = [Path(__file__).with_name(name) for name in ("dot8.cpp", "attention.cpp", "layer.cpp")]
+HEADERS = [Path(__file__).with_name("kernels.h")]  # included by the sources
 NAME = "specdecode_kernels"
 ISAS = {"avx512-vnni": 2, "avx2": 1}  # the product kernel's paths, as dot8_mm numbers them
 
@@ -43,7 +45,7 @@ def load_kernels() -> None:
     first error line."""
     from .default import cache_dir
 
-    key = hashlib.sha256(b"".join(source.read_bytes() for source in SOURCES) + torch.__version__.encode())
+    key = hashlib.sha256(b"".join(f.read_bytes() for f in SOURCES + HEADERS) + torch.__version__.encode())
     build = cache_dir() / "kernels" / f"{NAME}-{key.hexdigest()[:12]}"
     library = build / f"{NAME}.so"
     if library.is_file():

@@ -140,6 +140,14 @@ class Linear:
         self.parts = [Packed(*part, halves=2 if precise_inputs else 1) for part in parts]
         self.isa = kernel_isa(capability())
 
+    def dot8_parts(self) -> tuple[list[torch.Tensor], list[int], list[float]] | None:
+        """An int4-dot8 Linear as layer.cpp takes it: each part's w and scales one after another, each part's bits
+        and unscale; None for other formats or a part not in whole tiles of 16 outputs."""
+        if self.format != "int4-dot8" or any(part.out_features % 16 for part in self.parts):
+            return None
+        return ([t for part in self.parts for t in (part.w, part.scales)], [part.bits for part in self.parts],
+                [part.unscale for part in self.parts])
+
     def _pack_int4(self, codes: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor) -> None:
         if codes.shape[1] % GROUP:
             raise ValueError(f"int4 needs inputs in groups of {GROUP}, not {codes.shape[1]}")

@@ -1,0 +1,174 @@
+// One Llama-family layer of the int4-dot8 format in one call: the same layer as models/llama.py's `LlamaLayer`
+// (which calls this for that format), without a Python step per product, norm and rotation:
+//
+//   h   = x + o(attention(rope(qkv(rmsnorm(x)))))
+//   out = h + down(silu(gate(rmsnorm(h))) * up(rmsnorm(h)))
+//
+// x [T, D] float32 holds several sequences' new rows one after another (segments, as llama.py's `Segment`): each
+// segment's keys and values go into its own cache at slots start .. start + count - 1, and its rows attend that
+// cache (row r: slots 0 .. start + r). Every row goes through the same operations whatever T and the other
+// segments are (dot8.cpp's products and attention.cpp's rows are batch invariant, the rest is per row), so a row is
+// bitwise what the sequence's own pass gives it.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels.h"
+
+namespace {
+
+struct Linear {  // one of the layer's matrices: its parts stacked along N
+  std::vector<specdecode::Dot8Part> parts;
+  int64_t halves, out;
+};
+
+// The layer's four linears (qkv, o, gate_up, down) from weights [w, scales per part, in order], parts per linear,
+// bits and unscale per part, halves per linear.
+std::vector<Linear> linears(at::TensorList weights, at::IntArrayRef parts, at::IntArrayRef bits,
+                            at::ArrayRef<double> unscales, at::IntArrayRef halves) {
+  TORCH_CHECK(parts.size() == 4 && halves.size() == 4, "dot8_layer: four linears (qkv, o, gate_up, down)");
+  std::vector<Linear> out;
+  size_t next = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    Linear linear{{}, halves[i], 0};
+    for (int64_t j = 0; j < parts[i]; ++j, ++next) {
+      TORCH_CHECK(2 * next + 1 < weights.size() && next < bits.size() && next < unscales.size(),
+                  "dot8_layer: fewer weights than parts");
+      linear.parts.push_back(specdecode::dot8_part(weights[2 * next], weights[2 * next + 1], bits[next],
+                                                   unscales[next]));
+      linear.out += 16 * linear.parts.back().tiles;
+    }
+    out.push_back(linear);
+  }
+  return out;
+}
+
+// y [T, D] = weight * x / sqrt(mean(x^2) + eps), row by row.
+void rmsnorm(const float* x, const float* weight, int64_t T, int64_t D, double eps, float* y) {
+  for (int64_t t = 0; t < T; ++t) {
+    const float* row = x + t * D;
+    double squares = 0.0;  // (in float, a residual stream with outliers of ~4000 lost the small squares)
+    for (int64_t i = 0; i < D; ++i) squares += static_cast<double>(row[i]) * row[i];
+    const float inv = 1.f / std::sqrt(static_cast<float>(squares / static_cast<double>(D)) + static_cast<float>(eps));
+    for (int64_t i = 0; i < D; ++i) y[t * D + i] = weight[i] * (row[i] * inv);
+  }
+}
+
+// x [hd] rotated in place to its position (rotate-half: cos, sin [hd]).
+void rope(float* x, const float* cos, const float* sin, int64_t hd) {
+  const int64_t half = hd / 2;
+  for (int64_t d = 0; d < half; ++d) {
+    const float a = x[d], b = x[d + half];
+    x[d] = a * cos[d] - b * sin[d];
+    x[d + half] = b * cos[d + half] + a * sin[d + half];
+  }
+}
+
+at::Tensor dot8_layer(const at::Tensor& x, const at::Tensor& attn_norm, const at::Tensor& mlp_norm, double eps,
+                      at::TensorList weights, at::IntArrayRef parts, at::IntArrayRef bits,
+                      at::ArrayRef<double> unscales, at::IntArrayRef halves, const c10::optional<at::Tensor>& qkv_bias,
+                      int64_t heads, int64_t kv_heads, int64_t hd, const at::Tensor& cos, const at::Tensor& sin,
+                      at::TensorList k_caches, at::TensorList v_caches, at::IntArrayRef firsts,
+                      at::IntArrayRef counts, at::IntArrayRef starts, int64_t isa) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(), "x: contiguous float32 [T, D]");
+  const int64_t T = x.size(0), D = x.size(1), H = heads, KV = kv_heads, Q = (H + 2 * KV) * hd;
+  TORCH_CHECK(H % KV == 0 && hd % 8 == 0, "dot8_layer: head sizes");
+  TORCH_CHECK(cos.sizes() == at::IntArrayRef({T, hd}) && sin.sizes() == cos.sizes() && cos.is_contiguous() &&
+                  sin.is_contiguous() && cos.scalar_type() == at::kFloat && sin.scalar_type() == at::kFloat,
+              "cos, sin: contiguous float32 [T, hd]");
+  TORCH_CHECK(attn_norm.numel() == D && mlp_norm.numel() == D && attn_norm.is_contiguous() &&
+                  mlp_norm.is_contiguous() && attn_norm.scalar_type() == at::kFloat &&
+                  mlp_norm.scalar_type() == at::kFloat, "norms: contiguous float32 [D]");
+  const std::vector<Linear> lin = linears(weights, parts, bits, unscales, halves);
+  const Linear &qkv = lin[0], &o = lin[1], &gate_up = lin[2], &down = lin[3];
+  TORCH_CHECK(qkv.out == Q && o.out == D && down.out == D && gate_up.out % 2 == 0, "dot8_layer: linear shapes");
+  const int64_t I = gate_up.out / 2;
+  const size_t segments = firsts.size();
+  TORCH_CHECK(counts.size() == segments && starts.size() == segments && k_caches.size() == segments &&
+                  v_caches.size() == segments, "dot8_layer: one first, count, start and cache per segment");
+  std::vector<int64_t> segment_of(T, -1), position(T);
+  for (size_t s = 0; s < segments; ++s) {
+    const at::Tensor &k = k_caches[s], &v = v_caches[s];
+    TORCH_CHECK(k.dim() == 3 && k.size(0) == KV && k.size(2) == hd && k.is_contiguous() &&
+                    k.scalar_type() == at::kFloat && v.sizes() == k.sizes() && v.is_contiguous() &&
+                    v.scalar_type() == at::kFloat, "caches: contiguous float32 [KV, S, hd]");
+    TORCH_CHECK(firsts[s] >= 0 && counts[s] >= 1 && firsts[s] + counts[s] <= T && starts[s] >= 0 &&
+                    starts[s] + counts[s] <= k.size(1), "dot8_layer: a segment outside the pass or its cache");
+    for (int64_t r = 0; r < counts[s]; ++r) {
+      TORCH_CHECK(segment_of[firsts[s] + r] < 0, "dot8_layer: segments overlap");
+      segment_of[firsts[s] + r] = static_cast<int64_t>(s);
+      position[firsts[s] + r] = starts[s] + r;
+    }
+  }
+  TORCH_CHECK(std::find(segment_of.begin(), segment_of.end(), -1) == segment_of.end(),
+              "dot8_layer: a row in no segment");
+  if (qkv_bias.has_value())
+    TORCH_CHECK(qkv_bias->numel() == Q && qkv_bias->is_contiguous() && qkv_bias->scalar_type() == at::kFloat,
+                "qkv_bias: contiguous float32 [(H + 2 KV) hd]");
+
+  const float* xp = x.data_ptr<float>();
+  std::vector<float> normed(T * D), projected(T * Q), attended(T * H * hd), mixed(T * std::max(D, 2 * I));
+  auto out = at::empty_like(x);
+  float* op = out.data_ptr<float>();
+
+  // attention: q, k, v of every row; k, v into each segment's cache; each row over its own sequence's keys
+  rmsnorm(xp, attn_norm.data_ptr<float>(), T, D, eps, normed.data());
+  specdecode::dot8_linear(normed.data(), T, D, qkv.parts, qkv.halves, isa, projected.data(), Q);
+  const float* cp = cos.data_ptr<float>();
+  const float* sp = sin.data_ptr<float>();
+  for (int64_t t = 0; t < T; ++t) {
+    float* row = projected.data() + t * Q;
+    if (qkv_bias.has_value()) {
+      const float* b = qkv_bias->data_ptr<float>();
+      for (int64_t i = 0; i < Q; ++i) row[i] += b[i];
+    }
+    for (int64_t h = 0; h < H + KV; ++h) rope(row + h * hd, cp + t * hd, sp + t * hd, hd);
+    const int64_t s = segment_of[t], S = k_caches[s].size(1);
+    float* kc = k_caches[s].data_ptr<float>();
+    float* vc = v_caches[s].data_ptr<float>();
+    for (int64_t kv = 0; kv < KV; ++kv) {
+      std::copy_n(row + (H + kv) * hd, hd, kc + (kv * S + position[t]) * hd);
+      std::copy_n(row + (H + KV + kv) * hd, hd, vc + (kv * S + position[t]) * hd);
+    }
+  }
+  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+  at::parallel_for(0, T * H, 1, [&](int64_t i0, int64_t i1) {
+    std::vector<float> scratch;
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t t = i / H, h = i % H, s = segment_of[t], S = k_caches[s].size(1), kv = h / (H / KV);
+      specdecode::attend_row(projected.data() + t * Q + h * hd, k_caches[s].data_ptr<float>() + kv * S * hd,
+                             v_caches[s].data_ptr<float>() + kv * S * hd, position[t] + 1, hd, scale,
+                             attended.data() + t * H * hd + h * hd, scratch);
+    }
+  });
+  specdecode::dot8_linear(attended.data(), T, H * hd, o.parts, o.halves, isa, mixed.data(), D);
+  for (int64_t i = 0; i < T * D; ++i) op[i] = xp[i] + mixed[i];  // h
+
+  // MLP
+  rmsnorm(op, mlp_norm.data_ptr<float>(), T, D, eps, normed.data());
+  std::vector<float> gated(T * 2 * I), product(T * I);
+  specdecode::dot8_linear(normed.data(), T, D, gate_up.parts, gate_up.halves, isa, gated.data(), 2 * I);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < I; ++i) {
+      const float g = gated[t * 2 * I + i], u = gated[t * 2 * I + I + i];
+      product[t * I + i] = g / (1.f + std::exp(-g)) * u;
+    }
+  specdecode::dot8_linear(product.data(), T, I, down.parts, down.halves, isa, mixed.data(), D);
+  for (int64_t i = 0; i < T * D; ++i) op[i] += mixed[i];
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(specdecode, m) {
+  m.def("dot8_layer(Tensor x, Tensor attn_norm, Tensor mlp_norm, float eps, Tensor[] weights, int[] parts, "
+        "int[] bits, float[] unscales, int[] halves, Tensor? qkv_bias, int heads, int kv_heads, int head_dim, "
+        "Tensor cos, Tensor sin, Tensor(a!)[] k_caches, Tensor(b!)[] v_caches, int[] firsts, int[] counts, "
+        "int[] starts, int isa) -> Tensor",
+        &dot8_layer);
+}
