@@ -7,8 +7,8 @@ import torch
 from gguf import GGMLQuantizationType
 
 from specdecode import SamplingConfig, generate, generate_plain
-from specdecode.drafts.hybrid import HybridDraft
 from specdecode.bench.accuracy import agreement
+from specdecode.drafts.hybrid import HybridDraft
 from specdecode.load import draft_vocabulary, load_draft, load_gguf_native, load_target
 from specdecode.models import llama_cpp
 from specdecode.models.download import NAMED, gguf_file
