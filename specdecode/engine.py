@@ -202,7 +202,7 @@ class Generation:
         gamma: drafts per round, or "auto" (an `AdaptiveGamma` chooses each round; pass your own instance to
         keep what it learned across runs); without a draft it is unused. With a seed, "auto" uses
         `AdaptiveGamma.reproducible()`, whose schedule does not depend on timings, so that the seed reproduces the
-        text.
+        text (except where any schedule gives the same text: `timing_free`).
 
         stop: stop strings (`stops.StopStrings`), matched on the text `tokenizer` decodes; the tokenizer also gives
         `text()`. logprobs: report each new token's log-probability and this many most likely alternatives."""
@@ -216,11 +216,14 @@ class Generation:
             if not isinstance(draft, CausalLM):
                 raise ValueError(f"draft must be a Draft or a CausalLM, got {type(draft).__name__}")
             draft = ModelDraft(draft)  # a bare model drafts by sampling from its own q
+        self.sampling = sampling if sampling is not None else SamplingConfig()
+        if not isinstance(self.sampling, SamplingConfig):
+            raise ValueError(f"sampling must be a SamplingConfig, got {type(self.sampling).__name__}")
         self.controller = None
         if draft is not None:
             if gamma == "auto":
-                gamma = AdaptiveGamma.for_target(target) if seed is None else \
-                    AdaptiveGamma.reproducible(slope=target.verify_slope)
+                gamma = AdaptiveGamma.reproducible(slope=target.verify_slope) \
+                    if timing_free(seed, self.sampling, target) else AdaptiveGamma.for_target(target)
             if isinstance(gamma, AdaptiveGamma):
                 self.controller, gamma = gamma, gamma.max_gamma
             else:
@@ -237,9 +240,6 @@ class Generation:
         self.target, self.draft = target, draft
         self.max_new_tokens = max_new_tokens
         self.gamma = gamma if draft is not None else 0
-        self.sampling = sampling if sampling is not None else SamplingConfig()
-        if not isinstance(self.sampling, SamplingConfig):
-            raise ValueError(f"sampling must be a SamplingConfig, got {type(self.sampling).__name__}")
         self.generator = seeded(seed) if seed is not None else None
         self.stop_token_ids = frozenset(int(t) for t in stop_token_ids)
         if stop and tokenizer is None:
@@ -348,6 +348,12 @@ class Generation:
         return GenerationResult(self.new_tokens, self.stats, self.stop_reason, rounds,
                                 self.text() if self.stops is not None else None,
                                 self.logprobs if self.top_logprobs is not None else None)
+
+
+def timing_free(seed: int | None, sampling: SamplingConfig, target: CausalLM) -> bool:
+    """Whether gamma "auto" must follow a schedule that timings do not change: with a seed, whose text must repeat,
+    unless the text is plain greedy decoding's whatever the schedule (greedy on a batch-invariant target)."""
+    return seed is not None and not (sampling.greedy and target.batch_invariant)
 
 
 def generate(target: CausalLM, draft: Draft | CausalLM, prompt_ids: Sequence[int] | torch.Tensor,

@@ -358,3 +358,22 @@ def test_greedy_decoding_of_nan_logits_is_an_error():
         generate_plain(broken, [0], max_new_tokens=3, sampling=SamplingConfig(0))
     with pytest.raises(ValueError, match="NaN"):
         generate(broken, draft, [0], max_new_tokens=3, gamma=2, sampling=SamplingConfig(0))
+
+
+def test_a_seed_pins_the_auto_schedule_only_where_the_schedule_could_change_the_text():
+    """With a seed, gamma "auto" follows a timing-free schedule so that the seed repeats the text; greedy decoding on a
+    batch-invariant target gives plain greedy text whatever the schedule, so there timings choose gamma."""
+    target, draft = prefix_pair(seed=0)
+
+    def timed(sampling, seed, invariant):
+        target.batch_invariant = invariant
+        try:
+            return Generation(target, draft, [1, 2], max_new_tokens=4, gamma="auto", sampling=sampling,
+                              seed=seed).controller.fixed_costs is None
+        finally:
+            del target.batch_invariant
+
+    greedy, sampled = SamplingConfig(0), SamplingConfig(1.0)
+    assert timed(greedy, None, False) and timed(sampled, None, True)  # unseeded: timed
+    assert timed(greedy, 7, True)  # greedy on an invariant target: the seed pins nothing
+    assert not timed(greedy, 7, False) and not timed(sampled, 7, True)

@@ -16,7 +16,8 @@ each request's next token first, then draft positions by each request's measured
 kept with probability alpha^j), as long as the expected tokens per second of the round rise. A round costs the
 target pass of all its rows, T(rows) (measured, a line: `adaptive.PassTimes`), plus the draft passes of the longest
 gamma. A request served alone chooses as it would alone (its `AdaptiveGamma`). Seeded requests keep their own
-timing-free schedule, so a seed reproduces the text whoever else is served.
+timing-free schedule, so a seed reproduces the text whoever else is served (`engine.timing_free`: except greedy ones
+on a batch-invariant target, whose text no schedule changes).
 
 Where the models keep one cache each (llama.cpp, transformers), or the draft cannot be forked (a feature draft),
 there is one sequence: requests run one at a time on the models themselves, in arrival order.

@@ -24,7 +24,7 @@ import torch
 
 from ..analysis import check_gamma
 from ..drafts.base import Draft
-from ..engine import Generation, Round, TokenLogprob
+from ..engine import Generation, Round, TokenLogprob, timing_free
 from ..load import Target, default_draft, load_draft, load_target
 from ..models.base import CausalLM
 from ..models.costs import pass_times
@@ -215,10 +215,10 @@ class Service:
             raise APIError(str(error), param="temperature") from None
         gamma = request.gamma or self.gamma
         lease = self.scheduler.lease()
-        # Unseeded "auto": the scheduler's controller (alone: adaptive gamma, from what the last request measured;
-        # batched: rows allotted). A seeded request gets its own timing-free one (see Generation).
-        schedule = lease.allotted() if gamma == "auto" and request.seed is None and loaded.draft is not None \
-            else gamma
+        # "auto": the scheduler's controller (alone: adaptive gamma, from what the last request measured; batched:
+        # rows allotted); a seeded request whose text the schedule could change gets its own timing-free one.
+        schedule = lease.allotted() if gamma == "auto" and loaded.draft is not None \
+            and not timing_free(request.seed, sampling, loaded.target.model) else gamma
         tokenizer = loaded.target.tokenizer
         generations = [Generation(lease.target, lease.draft, ids, max_new_tokens=max_tokens, gamma=schedule,
                                   sampling=sampling, seed=None if request.seed is None else request.seed + i,
