@@ -69,6 +69,23 @@ void rope(float* x, const float* cos, const float* sin, int64_t hd) {
   }
 }
 
+// out [n] = silu(g) u = g u / (1 + e^-g), lane by lane (e^-|g| by exp8, so each element's bits depend on its inputs
+// alone).
+__attribute__((target("avx2,fma"))) void silu_times(const float* g, const float* u, int64_t n, float* out) {
+  const __m256 sign = _mm256_set1_ps(-0.f), one = _mm256_set1_ps(1.f);
+  for (int64_t i = 0; i < n; i += 8) {
+    alignas(32) float gs[8] = {}, us[8] = {}, os[8];
+    const int64_t lanes = std::min<int64_t>(8, n - i);
+    std::copy_n(g + i, lanes, gs);
+    std::copy_n(u + i, lanes, us);
+    const __m256 x = _mm256_load_ps(gs);
+    const __m256 e = specdecode::exp8(_mm256_or_ps(x, sign));  // e^-|g|
+    const __m256 numerator = _mm256_blendv_ps(x, _mm256_mul_ps(x, e), x);  // g, or g e^g where g < 0 (sign set)
+    _mm256_store_ps(os, _mm256_mul_ps(_mm256_div_ps(numerator, _mm256_add_ps(one, e)), _mm256_load_ps(us)));
+    std::copy_n(os, lanes, out + i);
+  }
+}
+
 at::Tensor dot8_layer(const at::Tensor& x, const at::Tensor& attn_norm, const at::Tensor& mlp_norm, double eps,
                       at::TensorList weights, at::IntArrayRef parts, at::IntArrayRef bits,
                       at::ArrayRef<double> unscales, at::IntArrayRef halves, const c10::optional<at::Tensor>& qkv_bias,
@@ -153,11 +170,10 @@ at::Tensor dot8_layer(const at::Tensor& x, const at::Tensor& attn_norm, const at
   rmsnorm(op, mlp_norm.data_ptr<float>(), T, D, eps, normed.data());
   std::vector<float> gated(T * 2 * I), product(T * I);
   specdecode::dot8_linear(normed.data(), T, D, gate_up.parts, gate_up.halves, isa, gated.data(), 2 * I);
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t i = 0; i < I; ++i) {
-      const float g = gated[t * 2 * I + i], u = gated[t * 2 * I + I + i];
-      product[t * I + i] = g / (1.f + std::exp(-g)) * u;
-    }
+  at::parallel_for(0, T, std::max<int64_t>(1, 16384 / I), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) silu_times(gated.data() + t * 2 * I, gated.data() + t * 2 * I + I, I,
+                                                 product.data() + t * I);
+  });
   specdecode::dot8_linear(product.data(), T, I, down.parts, down.halves, isa, mixed.data(), D);
   for (int64_t i = 0; i < T * D; ++i) op[i] += mixed[i];
   return out;
