@@ -102,6 +102,15 @@ void quantize(const float* x, int64_t M, int64_t K, int64_t halves, int8_t* q, i
   });
 }
 
+// Asks the memory for the weights and scales of the group AHEAD groups after the one at wg, sc (both paths).
+template <int BITS>
+inline void prefetch_ahead(const uint8_t* wg, const uint16_t* sc) {
+  constexpr int64_t block = BITS == 4 ? BLOCK4 : BLOCK6;
+  for (int64_t line = 0; line < block; line += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(wg + AHEAD * block + line), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(sc + AHEAD * 32), _MM_HINT_T0);
+}
+
 inline int32_t word(const int8_t* p) {  // four int8 activations as one 32-bit word
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -121,9 +130,7 @@ void tile_avx512(const uint8_t* w, const uint16_t* sc, const Rows& x, int64_t m0
   const __m512i top = _mm512_set1_epi8(0x30);
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* wg = w + g * (BITS == 4 ? BLOCK4 : BLOCK6);
-    for (int64_t line = 0; line < (BITS == 4 ? BLOCK4 : BLOCK6); line += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(wg + AHEAD * (BITS == 4 ? BLOCK4 : BLOCK6) + line), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(sc + (g + AHEAD) * 32), _MM_HINT_T0);
+    prefetch_ahead<BITS>(wg, sc + g * 32);
     const __m512 scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + g * 32)));
     const __m512 offset = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + g * 32 + 16)));
     __m512i codes[CODES];
@@ -173,9 +180,7 @@ void tile_avx2(const uint8_t* w, const uint16_t* sc, const Rows& x, int64_t m0, 
   const __m256i low = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* wg = w + g * (BITS == 4 ? BLOCK4 : BLOCK6);
-    for (int64_t line = 0; line < (BITS == 4 ? BLOCK4 : BLOCK6); line += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(wg + AHEAD * (BITS == 4 ? BLOCK4 : BLOCK6) + line), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(sc + (g + AHEAD) * 32), _MM_HINT_T0);
+    prefetch_ahead<BITS>(wg, sc + g * 32);
     __m256 scale[2], offset[2];
     __m256i codes[CODES][2];
     for (int h = 0; h < 2; ++h) {  // lanes 8h .. 8h + 7
