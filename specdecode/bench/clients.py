@@ -452,6 +452,7 @@ def markdown(report: dict) -> str:
     lines = [f"## Load: {n} concurrent clients, {report['target']}", "",
              f"Command: `{report.get('command', '')}`  ",
              f"Commit {mc['commit']}, {mc['date']}; {mc['capability']}; {mc['threads']} threads, dtype {mc['dtype']}. "
+             + (f"llama-server: {mc['llama_server_build']}. " if mc.get("llama_server_build") else "") +
              f"{len(report['prompts'])} {'toy' if report['target'] == 'toy' else 'held-out'} prompts x "
              f"{report['max_new_tokens']} new tokens, streamed over "
              f"loopback (POST {report['endpoint']}, temperature 0, seed {report['seed']}); each client sends its "

@@ -8,16 +8,19 @@ sources vendored in the llama-cpp-python sdist we pin, plain or speculating with
     llama_server_method()  a bench Method: one POST /completion of the prompt's token ids per run
 
 The build differs from a default one only in linking (static: the binary needs no build tree beside it); the
-kernels and their switches (GGML_NATIVE, llamafile sgemm, weight repacking) are llama.cpp's defaults.
+kernels and their switches (GGML_NATIVE, llamafile sgemm, weight repacking) are llama.cpp's defaults, except on a CPU
+where that build dies of an illegal instruction (ggml's AMX kernels; then AMX is off: `server_build()`).
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -29,7 +32,7 @@ from pathlib import Path
 from ..models.default import cache_dir
 from ..sampling import SamplingConfig
 from .methods import Method, Outcome
-from .process import free_port, stop, wait_healthy
+from .process import free_port, healthy, stop, wait_healthy
 
 VERSION = "0.3.36"  # llama-cpp-python's sdist, as bin/bootstrap pins it
 CMAKE_FLAGS = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DBUILD_SHARED_LIBS=OFF"]
@@ -42,8 +45,16 @@ def _cpu_key() -> str:
     return hashlib.sha256(f"{flags}\n{os.uname().machine}\n{VERSION}".encode()).hexdigest()[:12]
 
 
+AMX_OFF = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"  # compiler flags: ggml's AMX kernels not built
+BUILD_NOTE = "build.txt"  # beside the binary: how it was built, for the bench report
+
+
 def server_binary(progress: bool = True) -> Path:
-    """The cached llama-server for this CPU, built first if missing (one-line ValueError if it cannot be)."""
+    """The cached llama-server for this CPU, built first if missing (one-line ValueError if it cannot be).
+
+    The default build first; if that one dies of an illegal instruction on its first pass here (ggml's AMX kernels
+    on newer Xeons under Linux: llama.cpp PR #26954), the same build with AMX off, as such a CPU's users must run it;
+    `server_build()` says which."""
     binary = cache_dir() / f"llama-server-{VERSION}-{_cpu_key()}" / "llama-server"
     if binary.is_file():
         return binary
@@ -64,29 +75,76 @@ def server_binary(progress: bool = True) -> Path:
         with tarfile.open(sdists[0]) as archive:
             archive.extractall(scratch, filter="data")
         source = scratch / f"llama_cpp_python-{VERSION}" / "vendor" / "llama.cpp"
-        build = scratch / "build"
-        steps = [["cmake", "-S", str(source), "-B", str(build), "-G", "Ninja", *CMAKE_FLAGS],
-                 ["cmake", "--build", str(build), "--target", "llama-server", "-j", str(os.cpu_count() or 1)]]
         bar = tqdm(total=None, desc="building llama-server (once per CPU)", unit="step", file=sys.stderr,
                    disable=not progress)
-        log = []
-        for step in steps:
-            with subprocess.Popen(step, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
-                for line in proc.stdout:
-                    log.append(line)
-                    if match := re.match(r"\[(\d+)/(\d+)\]", line):
-                        bar.total = int(match[2])
-                        bar.update(int(match[1]) - bar.n)
-            if proc.returncode != 0:
-                bar.close()
-                errors = [x.strip() for x in log if "error" in x.lower()] or [log[-1].strip() if log else "?"]
-                raise ValueError(f"llama-server did not build: {errors[0][:200]}")
-        bar.close()
+        try:
+            built, note = _build(source, scratch / "build", "", bar), "llama.cpp's default switches"
+            if _dies_of_illegal_instruction(built):
+                bar.set_description("building llama-server with AMX off (the default build dies on this CPU)")
+                built = _build(source, scratch / "build-amx-off", AMX_OFF, bar)
+                note = ("llama.cpp's default switches, AMX off (the default build dies of an illegal instruction on "
+                        "this CPU: ggml's AMX kernels, llama.cpp PR #26954)")
+        finally:
+            bar.close()
         binary.parent.mkdir(parents=True, exist_ok=True)
+        (binary.parent / BUILD_NOTE).write_text(note + "\n")
         partial = binary.with_name("llama-server.partial")
-        shutil.copy2(build / "bin" / "llama-server", partial)
+        shutil.copy2(built, partial)
         partial.replace(binary)  # whole or absent
     return binary
+
+
+def server_build() -> str:
+    """How the cached llama-server was built (after server_binary())."""
+    note = server_binary().parent / BUILD_NOTE
+    return note.read_text().strip() if note.is_file() else "llama.cpp's default switches"
+
+
+def _build(source: Path, build: Path, cflags: str, bar) -> Path:
+    """Configure and build llama-server from source into build (cflags: extra compiler flags); the binary."""
+    environment = os.environ | ({"CFLAGS": cflags, "CXXFLAGS": cflags} if cflags else {})
+    steps = [["cmake", "-S", str(source), "-B", str(build), "-G", "Ninja", *CMAKE_FLAGS],
+             ["cmake", "--build", str(build), "--target", "llama-server", "-j", str(os.cpu_count() or 1)]]
+    log = []
+    bar.reset()
+    for step in steps:
+        with subprocess.Popen(step, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=environment) as proc:
+            for line in proc.stdout:
+                log.append(line)
+                if match := re.match(r"\[(\d+)/(\d+)\]", line):
+                    bar.total = int(match[2])
+                    bar.update(int(match[1]) - bar.n)
+        if proc.returncode != 0:
+            errors = [x.strip() for x in log if "error" in x.lower()] or [log[-1].strip() if log else "?"]
+            raise ValueError(f"llama-server did not build: {errors[0][:200]}")
+    return build / "bin" / "llama-server"
+
+
+def _dies_of_illegal_instruction(binary: Path) -> bool:
+    """Whether the binary, serving the default model's GGUF, is killed by SIGILL before or while it answers."""
+    from ..models.default import gguf_path
+
+    port = free_port()
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen([str(binary), "-m", str(gguf_path()), "--host", "127.0.0.1", "--port", str(port),
+                                    "-t", "1", "-c", "256"], stdout=log, stderr=subprocess.STDOUT)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 120
+            while process.poll() is None and not healthy(url) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if process.poll() is None and healthy(url):
+                request = urllib.request.Request(url + "/completion", json.dumps({"prompt": "Hello", "n_predict": 4})
+                                                 .encode(), {"Content-Type": "application/json"})
+                with contextlib.suppress(OSError):  # a dead server answers nothing: its exit status tells
+                    urllib.request.urlopen(request, timeout=120).read()
+                time.sleep(0.5)
+            return process.poll() == -signal.SIGILL
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
 
 
 class LlamaServer:

@@ -94,7 +94,9 @@ def markdown(report: dict, plots: list[str]) -> str:
              f"{mc['threads']} threads, dtype {mc['dtype']}, torch {mc['torch']}; read bandwidth "
              f"{mc['read_bandwidth_gb_s']:.1f} GB/s. {len(report['prompts'])} held-out prompts x "
              f"{report['max_new_tokens']} new tokens; methods alternate prompt by prompt. "
-             f"Total {report['seconds'] / 60:.1f} min.", "", "## Cost of a target pass of k new tokens", "",
+             f"Total {report['seconds'] / 60:.1f} min." +
+             (f" llama-server: {mc['llama_server_build']}." if mc.get("llama_server_build") else ""),
+             "", "## Cost of a target pass of k new tokens", "",
              "| engine | weights | " + " | ".join(f"k={k}" for k in next(iter(report["costs"].values()))["ms"]) +
              " | plain tok/s (1/T(1)) | bandwidth achieved |",
              "|---" * (len(next(iter(report["costs"].values()))["ms"]) + 4) + "|"]

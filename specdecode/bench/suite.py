@@ -27,7 +27,7 @@ from ..models.download import gguf_file, is_named
 from ..models.hf import HFCausalLM, load_hf_model, parse_dtype
 from ..prompts import KINDS, Prompt, load_prompts
 from ..sampling import SamplingConfig
-from .llama_server import LlamaServer, llama_server_method
+from .llama_server import LlamaServer, llama_server_method, server_build
 from .methods import Method, llama_cpp_generate, ours, transformers_generate
 from .report import draft_label
 from .runner import run_alternating, summarize
@@ -218,6 +218,8 @@ def run_plan(plan: Plan, progress: bool = True) -> dict:
 
     samplings = [(SamplingConfig(0), plan.greedy)] + [(s, plan.sampled) for s in plan.samplings]
     built = [(sampling, build_methods(specs, target_for)) for sampling, specs in samplings if specs]
+    if any(m.engine == "llama-server" for _, methods in built for m in methods):
+        machine["llama_server_build"] = server_build()
     engines = {name: t.model for name, t in loaded.items()}
     if "native" in engines and target.source is not None:
         engines["transformers"] = HFCausalLM(target.transformers_model())

@@ -131,6 +131,10 @@ def _clients(args: argparse.Namespace, command: str) -> int:
                                  torch.get_num_threads(), args.request_timeout, _serve_flags(args.clients),
                                  say=lambda line: console.print(line, markup=False))
     report |= {"machine": machine_info("auto"), "command": command}
+    if any(m["method"].startswith("llama-server") for m in report["methods"]):
+        from ..bench.llama_server import server_build
+
+        report["machine"]["llama_server_build"] = server_build()
     written = clients.write(report, args.out)
     console.print(clients.markdown(report), markup=False)
     for line in clients.warnings(report):
