@@ -18,8 +18,9 @@ int4 holds w = (code - 8) scale + zero per group of GROUP inputs: a GGUF file's 
 are (`Linear.from_int4`, models/gguf_weights.py), other weights are rounded to 16 levels between each group's
 minimum and maximum. int4-dot8 holds the same 4-bit groups, or a GGUF file's 6-bit ones (Q6_K) as they are
 (`Linear.from_codes`), and rounds each pass's inputs to int8 per 32, as llama.cpp does for its own products.
-Batch invariance (row i of a k-row pass bitwise equal to the same row computed alone): the linears of bf16-onednn
-and int8 are invariant at any row count on the CPUs measured, but torch's CPU flash attention switches kernels at 4
+Batch invariance (row i of a k-row pass bitwise equal to the same row computed alone): the linears of int8 are
+invariant at any row count on the CPUs measured, bf16-onednn's up to 32 rows (an AMX Xeon's oneDNN changes kernels
+past that, so its products run in slices of at most 32 rows), but torch's CPU flash attention switches kernels at 4
 query rows on an AVX-512 BF16 EPYC (a 2-row pass sufficed on a Xeon), so the engine runs every pass of these
 formats as at least 4 rows; 4-row passes cost no more than 1-row passes there (23 vs 26 ms). fp32 and plain bf16
 are not invariant. `tests/test_native.py` checks each claim on the running CPU.
@@ -38,6 +39,10 @@ FORMATS = ("bf16-onednn", "bf16", "fp32", "int8", "int4", "int4-dot8")
 # Fewest rows from which a pass is bitwise stable (attention's, for the formats in INVARIANT_PRODUCTS; int4-dot8's
 # attention is our kernel's, stable at any row count).
 BATCH_INVARIANT_ROWS = {"bf16-onednn": 4, "int8": 4, "int4": 4, "int4-dot8": 1}
+# oneDNN's bf16 product on an AMX Xeon (2026-12-01) switches kernels past 32 rows (rows of a 33-row product differ
+# from the same rows alone; at 1..32 rows and on the AVX-512 EPYC at any count they do not): a bf16-onednn product
+# runs in slices of at most this many rows.
+ONEDNN_ROWS = 32
 INVARIANT_PRODUCTS = ("int4", "int4-dot8")  # formats whose products are bitwise row-stable at any row count
 GROUP = 32  # int4: inputs sharing one scale and zero (Q4_K's sub-block)
 FLOAT32_FORMATS = ("int4", "int4-dot8")  # GGUF formats: biases, residual stream, keys and values in float32
@@ -166,8 +171,13 @@ class Linear:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if x.dtype != self.weight_dtype:  # a float32 residual stream (int4 models) enters in the kernel's dtype
             x = x.to(self.weight_dtype)
-        if self.format == "bf16-onednn":
-            return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
+        if self.format == "bf16-onednn":  # in passes of at most ONEDNN_ROWS rows: bitwise the same at any count
+            flat = x.reshape(-1, x.shape[-1])
+            y = torch.cat([torch.ops.mkldnn._linear_pointwise(flat[i:i + ONEDNN_ROWS], self.weight, self.bias,
+                                                              "none", [], "")
+                           for i in range(0, flat.shape[0], ONEDNN_ROWS)]) if flat.shape[0] > ONEDNN_ROWS else \
+                torch.ops.mkldnn._linear_pointwise(flat, self.weight, self.bias, "none", [], "")
+            return y.reshape(*x.shape[:-1], y.shape[-1])
         if self.format == "int8":
             y = torch.ops.aten._weight_int8pack_mm(x, self.weight, self.scale)
             return y + self.bias if self.bias is not None else y
