@@ -245,9 +245,7 @@ at::Tensor dot8_mm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& s
                    double unscale, int64_t isa) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(), "x: contiguous float32 [M, K]");
   const specdecode::Dot8Part part = specdecode::dot8_part(w, scales, bits, unscale);
-  TORCH_CHECK(halves == 1 || halves == 2, "halves: 1 or 2");
-  TORCH_CHECK(isa == 1 || isa == 2, "isa: 1 (AVX2) or 2 (AVX-512 VNNI)");
-  TORCH_CHECK(x.size(1) == part.groups * (bits == 4 ? 32 : 16) && x.size(1) % XGROUP == 0, "x's K does not match w");
+  TORCH_CHECK(x.size(1) == part.groups * (bits == 4 ? 32 : 16), "x's K does not match w");
   auto y = at::empty({x.size(0), part.tiles * TILE}, x.options());
   specdecode::dot8_linear(x.data_ptr<float>(), x.size(0), x.size(1), {part}, halves, isa, y.data_ptr<float>(),
                           y.size(1));
@@ -272,6 +270,11 @@ Dot8Part dot8_part(const at::Tensor& w, const at::Tensor& scales, int64_t bits, 
 
 void dot8_linear(const float* x, int64_t M, int64_t K, const std::vector<Dot8Part>& parts, int64_t halves,
                  int64_t isa, float* y, int64_t ldy) {
+  TORCH_CHECK(halves == 1 || halves == 2, "halves: 1 or 2");
+  TORCH_CHECK(isa == 1 || isa == 2, "isa: 1 (AVX2) or 2 (AVX-512 VNNI)");
+  TORCH_CHECK(K % XGROUP == 0, "K: a multiple of 32");
+  for (const Dot8Part& part : parts)
+    TORCH_CHECK(K == part.groups * (part.bits == 4 ? 32 : 16), "x's K does not match w");
   std::vector<int8_t> q(2 * M * K);
   std::vector<float> aux(M * (K / 32 + K / 16 + K / 32));
   float* a = aux.data();
