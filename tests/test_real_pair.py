@@ -2,6 +2,8 @@
 once by models/download.py): block decoding against the `gguf` package's reference, the int4 packing, agreement with
 llama.cpp on the same file, and greedy speculative output equal to plain output."""
 
+import dataclasses
+
 import pytest
 import torch
 from gguf import GGMLQuantizationType
@@ -9,7 +11,7 @@ from gguf import GGMLQuantizationType
 from specdecode import SamplingConfig, generate, generate_plain
 from specdecode.bench.accuracy import agreement
 from specdecode.drafts.hybrid import HybridDraft
-from specdecode.load import default_draft, draft_vocabulary, load_draft, load_gguf_native, load_target
+from specdecode.load import default_draft, draft_vocabulary, load_draft, load_gguf_native, load_target, parse_draft
 from specdecode.models import llama_cpp
 from specdecode.models.download import NAMED, gguf_file
 from specdecode.models.gguf_weights import GGUFWeights
@@ -173,6 +175,5 @@ def test_the_target_speculates_with_its_sibling_by_default_on_the_native_engine(
     """Without --draft the 1.5B on the native engine drafts with the 0.5B behind prompt lookup (the README's main
     command); on llama.cpp, whose k-token pass costs ~k passes, with prompt lookup alone."""
     assert target.engine == "native" and default_draft(target) == f"lookup+{DRAFT}"
-    assert isinstance(load_draft(default_draft(target), target), HybridDraft)
-    on_llama_cpp = load_target(TARGET, engine="llama.cpp")
-    assert default_draft(on_llama_cpp) == "prompt-lookup"
+    assert parse_draft(default_draft(target)) == (True, DRAFT, None)  # prompt lookup first, then the named 0.5B
+    assert default_draft(dataclasses.replace(target, engine="llama.cpp")) == "prompt-lookup"
