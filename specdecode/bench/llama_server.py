@@ -32,7 +32,7 @@ from pathlib import Path
 from ..models.default import cache_dir
 from ..sampling import SamplingConfig
 from .methods import Method, Outcome
-from .process import free_port, healthy, stop, wait_healthy
+from .process import free_port, stop, wait_healthy
 
 VERSION = "0.3.36"  # llama-cpp-python's sdist, as bin/bootstrap pins it
 CMAKE_FLAGS = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DBUILD_SHARED_LIBS=OFF"]
@@ -131,15 +131,14 @@ def _dies_of_illegal_instruction(binary: Path) -> bool:
                                     "-t", "1", "-c", "256"], stdout=log, stderr=subprocess.STDOUT)
         try:
             url = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 120
-            while process.poll() is None and not healthy(url) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            if process.poll() is None and healthy(url):
-                request = urllib.request.Request(url + "/completion", json.dumps({"prompt": "Hello", "n_predict": 4})
-                                                 .encode(), {"Content-Type": "application/json"})
-                with contextlib.suppress(OSError):  # a dead server answers nothing: its exit status tells
-                    urllib.request.urlopen(request, timeout=120).read()
-                time.sleep(0.5)
+            wait_healthy(url, process, log, "llama-server", 120, lambda: None)
+            request = urllib.request.Request(url + "/completion", json.dumps({"prompt": "Hello", "n_predict": 4})
+                                             .encode(), {"Content-Type": "application/json"})
+            with contextlib.suppress(OSError):  # a dead server answers nothing: its exit status tells
+                urllib.request.urlopen(request, timeout=120).read()
+            time.sleep(0.5)
+            return process.poll() == -signal.SIGILL
+        except ValueError:  # it did not start: died (of what, its status says) or never became healthy
             return process.poll() == -signal.SIGILL
         finally:
             if process.poll() is None:

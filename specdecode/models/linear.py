@@ -173,10 +173,9 @@ class Linear:
             x = x.to(self.weight_dtype)
         if self.format == "bf16-onednn":  # in passes of at most ONEDNN_ROWS rows: bitwise the same at any count
             flat = x.reshape(-1, x.shape[-1])
-            y = torch.cat([torch.ops.mkldnn._linear_pointwise(flat[i:i + ONEDNN_ROWS], self.weight, self.bias,
-                                                              "none", [], "")
-                           for i in range(0, flat.shape[0], ONEDNN_ROWS)]) if flat.shape[0] > ONEDNN_ROWS else \
-                torch.ops.mkldnn._linear_pointwise(flat, self.weight, self.bias, "none", [], "")
+            slices = [torch.ops.mkldnn._linear_pointwise(flat[i:i + ONEDNN_ROWS], self.weight, self.bias, "none",
+                                                         [], "") for i in range(0, flat.shape[0], ONEDNN_ROWS)]
+            y = slices[0] if len(slices) == 1 else torch.cat(slices)
             return y.reshape(*x.shape[:-1], y.shape[-1])
         if self.format == "int8":
             y = torch.ops.aten._weight_int8pack_mm(x, self.weight, self.scale)
