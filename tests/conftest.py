@@ -5,6 +5,13 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "same_on_every_cpu: checks nothing the CPU path changes (Python-side packing, the CLI, draft "
+        "bookkeeping, torch's own model code): the forced-AVX2 rerun in tests/test_cpu_paths.py leaves it out")
+
+
 # Every statistical test runs at a fixed seed and fails when its p-value falls below this level.
 SIGNIFICANCE = 1e-3
 
