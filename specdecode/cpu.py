@@ -60,6 +60,7 @@ class Capability:
     isa: str  # what torch's own kernels dispatch to: "AVX512", "AVX2", "DEFAULT", ...
     bf16_matmul: bool  # oneDNN runs bf16 matmuls natively (AVX-512 BF16, AMX or AVX-NE-CONVERT): prepacked bf16
     forced: str | None  # SPECDECODE_CPU, when set
+    amx_int8: bool = False  # AMX-INT8 tiles, with Linux's leave to use them, and not forced off by SPECDECODE_CPU
 
     @property
     def summary(self) -> str:
@@ -84,8 +85,21 @@ def capability() -> Capability:
     except OSError:
         pass
     bf16 = bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    amx = {"amx_tile", "amx_int8"} <= flags and forced is None and _tile_state_granted()
     return Capability(cpu, tuple(f for f in INTERESTING_FLAGS if f in flags), torch.backends.cpu.get_cpu_capability(),
-                      bf16, forced)
+                      bf16, forced, amx)
+
+
+def _tile_state_granted() -> bool:
+    """Ask Linux for AMX's tile data (arch_prctl ARCH_REQ_XCOMP_PERM, XTILEDATA): a process that has not asked dies
+    of SIGILL at its first tile instruction. Granted once for the whole process, threads included."""
+    import ctypes
+
+    arch_prctl, req_xcomp_perm, xtiledata = 158, 0x1023, 18  # x86-64 syscall number, request, feature
+    try:
+        return ctypes.CDLL(None, use_errno=True).syscall(arch_prctl, req_xcomp_perm, xtiledata) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 @contextmanager

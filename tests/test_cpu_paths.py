@@ -22,7 +22,16 @@ def test_the_forced_avx2_path_reports_itself_and_picks_int8():
     assert result.returncode == 0, result.stderr
     info = json.loads(result.stdout)
     assert info["torch_kernels"] == "AVX2" and info["native_bf16"] is False and info["forced"] == "avx2"
-    assert info["native_format"] == "int8"
+    assert info["native_format"] == "int8" and info["kernel_path"] == "avx2"
+
+
+def test_the_forced_avx512_path_keeps_the_products_off_amx_tiles():
+    """SPECDECODE_CPU=avx512 is what an AVX-512 EPYC runs: VNNI products, no AMX (tests/test_dot8.py checks that the
+    tiles give VNNI's bits where the CPU has both)."""
+    result = _run(["-m", "specdecode", "info", "--no-measure", "--json"], 120, SPECDECODE_CPU="avx512")
+    assert result.returncode == 0, result.stderr
+    info = json.loads(result.stdout)
+    assert info["forced"] == "avx512" and info["kernel_path"] in ("avx512-vnni", "avx2")
 
 
 def test_an_unknown_forced_path_is_a_one_line_error():

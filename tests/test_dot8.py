@@ -13,6 +13,7 @@ from specdecode.models.kernels import kernel_isa, load_kernels
 ISA = kernel_isa(capability())
 pytestmark = pytest.mark.skipif(ISA is None, reason="the int4-dot8 kernel needs AVX2 (this CPU has neither path)")
 HAS_VNNI = {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= set(capability().flags)
+HAS_AMX = capability().amx_int8
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -102,6 +103,17 @@ def test_the_avx2_path_equals_the_avx512_path_bitwise(bits, halves):
     p, _ = packed(80, 320, bits, halves=halves)
     x = torch.randn(19, 320)
     assert torch.equal(p(x, "avx2"), p(x, "avx512-vnni"))
+
+
+@pytest.mark.skipif(not HAS_AMX, reason="this CPU has no AMX-INT8 tiles (or Linux refused them) to compare with VNNI")
+@pytest.mark.parametrize("halves", [1, 2])
+@pytest.mark.parametrize("bits", [4, 6])
+def test_the_amx_path_equals_the_vnni_path_bitwise(bits, halves):
+    """40 rows: two chunks of 16 and one of 8 on the tiles; 7 and 3 rows: below AMX_ROWS, on VNNI in both."""
+    p, _ = packed(80, 320, bits, halves=halves)
+    for rows in (40, 17, 7, 3):
+        x = torch.randn(rows, 320) * torch.rand(1, 320) ** 2
+        assert torch.equal(p(x, "amx"), p(x, "avx512-vnni")), rows
 
 
 def test_bad_shapes_are_clear_errors():

@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
                f"{kernel_isa(cpu)} path (docs/real-pair.md)" if fmt == "int4-dot8" else
                "a GGUF file, no int4-dot8 kernel here: its Q4_K blocks as int4 as they are, finer types as int8")
     report = {"cpu": cpu.cpu, "flags": list(cpu.flags), "torch_kernels": cpu.isa, "native_bf16": cpu.bf16_matmul,
-              "forced": cpu.forced, "threads": torch.get_num_threads(), "torch": torch.__version__,
+              "forced": cpu.forced, "kernel_path": kernel_isa(cpu), "threads": torch.get_num_threads(),
+              "torch": torch.__version__,
               "engine": target_engine(args.target), "native_format": fmt, "native_format_why": why,
               "llama_cpp": _llama_cpp_version(), "pass_ms": {}}
     if not args.no_measure:

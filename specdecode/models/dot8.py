@@ -1,5 +1,5 @@
 """int4-dot8: 4-bit and 6-bit weights against activations rounded to int8 per 32 inputs, in a C++ kernel of ours
-(dot8.cpp: AVX-512 VNNI, or AVX2; built by kernels.py).
+(dot8.cpp: AVX-512 VNNI, with AMX-INT8 tiles for 4-bit codes from 8 rows on, or AVX2; built by kernels.py).
 
     w = code scale + offset per group of inputs: 4-bit codes in groups of 32 (a GGUF file's Q4_K sub-blocks as they
         are), 6-bit codes in groups of 16 (Q6_K's as they are; other types rounded to 64 levels per 16 weights)

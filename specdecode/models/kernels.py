@@ -2,7 +2,8 @@
 `torch.ops.specdecode.*`: dot8.cpp (the int4-dot8 products: dot8.py), attention.cpp (the engine's attention for
 that format: llama.py `KeyPositions`) and layer.cpp (a whole layer of that format in one call: llama.py
 `LlamaLayer`), sharing kernels.h. They need AVX2 with FMA and F16C; the products use AVX-512 VNNI where the CPU has
-it, and give the same bits either way."""
+it, and AMX-INT8 tiles as well for passes of 8 rows or more where it has those (Linux granting them: cpu.py), and give
+the same bits on every path."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from ..cpu import Capability
 SOURCES = [Path(__file__).with_name(name) for name in ("dot8.cpp", "attention.cpp", "layer.cpp")]
 HEADERS = [Path(__file__).with_name("kernels.h")]  # included by the sources
 NAME = "specdecode_kernels"
-ISAS = {"avx512-vnni": 2, "avx2": 1}  # the product kernel's paths, as dot8_mm numbers them
+ISAS = {"amx": 3, "avx512-vnni": 2, "avx2": 1}  # the product kernel's paths, as dot8_mm numbers them
 
 
 class KernelUnavailable(RuntimeError):
@@ -28,10 +29,11 @@ class KernelUnavailable(RuntimeError):
 
 
 def kernel_isa(cpu: Capability) -> str | None:
-    """The kernel path this CPU runs: AVX-512 VNNI, else AVX2 (also when SPECDECODE_CPU=avx2 forces it), else None."""
+    """The kernel path this CPU runs: AMX-INT8 tiles beside AVX-512 VNNI (unless SPECDECODE_CPU forces a path), else
+    AVX-512 VNNI, else AVX2 (also when SPECDECODE_CPU=avx2 forces it), else None."""
     flags = set(cpu.flags)
     if {"avx512f", "avx512bw", "avx512vl", "avx512_vnni", "f16c", "fma"} <= flags and cpu.forced != "avx2":
-        return "avx512-vnni"
+        return "amx" if cpu.amx_int8 else "avx512-vnni"
     if {"avx2", "fma", "f16c"} <= flags:
         return "avx2"
     return None
