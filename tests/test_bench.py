@@ -124,3 +124,7 @@ def test_method_specs_are_parsed_before_anything_is_built(capsys):
     assert main(["bench", "--target", "toy", "--methods", "plain,spec:toy:zero", "--out", "/nonexistent"]) == 2
     err = capsys.readouterr().err
     assert "spec:toy:zero" in err and len(err.strip().splitlines()) == 1
+    for bad in (["--methods", "plain", "--temperature", "0"], ["--temperature", "1"]):
+        assert main(["bench", "--target", "toy", *bad, "--out", "/nonexistent"]) == 2
+        err = capsys.readouterr().err
+        assert "--temperature" in err and len(err.strip().splitlines()) == 1

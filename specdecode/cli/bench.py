@@ -20,6 +20,7 @@ from ..load import SHIPPED_DRAFT, SHIPPED_EAGLE, SHIPPED_NGRAM, load_target, res
 from ..models.default import DEFAULT_TARGET
 from ..models.eagle import is_eagle
 from ..prompts import load_prompts
+from ..sampling import SamplingConfig
 from .console import make_console
 
 
@@ -45,7 +46,11 @@ def add_parser(sub) -> None:
                    "serve --draft` takes, default the server's own)")
     p.add_argument("--ngram", default=str(SHIPPED_NGRAM), help="n-gram table for the bigram / unigram drafts")
     p.add_argument("--eagle", default=str(SHIPPED_EAGLE), help="EAGLE-3 head directory (default: the shipped one)")
-    p.add_argument("--methods", default=None, help="comma-separated method specs (greedy only) instead of the suite")
+    p.add_argument("--methods", default=None, help="comma-separated method specs instead of the suite (greedy, and "
+                   "sampled with --temperature)")
+    p.add_argument("--temperature", type=float, default=None, metavar="T",
+                   help="with --methods: run them sampled at temperature T as well (seeded, the same seed for every "
+                   "method)")
     p.add_argument("--prompts-per-kind", type=int, default=2, help="held-out prompts of each of the six kinds (2)")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--threads", type=int, default=None)
@@ -66,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     if args.prompts_per_kind < 1 or args.max_new_tokens < 1:
         raise ValueError("--prompts-per-kind and --max-new-tokens must be >= 1")
+    if args.temperature is not None and (not args.methods or not args.temperature > 0):
+        raise ValueError("--temperature takes a number > 0 and goes with --methods (the suite samples at 1.0)")
     command = "specdecode " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["bench"] else "specdecode bench"
     if args.clients is not None:
         return _clients(args, command)
@@ -77,8 +84,9 @@ def run(args: argparse.Namespace) -> int:
         if args.quick:
             plans = quick_plans(Path(scratch))
         elif args.methods:
-            plans = [Plan(args.target, greedy=[m.strip() for m in args.methods.split(",")], sampled=[],
-                          name="custom")]
+            specs = [m.strip() for m in args.methods.split(",")]
+            plans = [Plan(args.target, greedy=specs, sampled=specs if args.temperature else [],
+                          samplings=[SamplingConfig(args.temperature or 1.0)], name="custom")]
         else:
             ngram = args.ngram if Path(args.ngram).is_file() else None
             eagle = args.eagle if is_eagle(Path(args.eagle)) else None
