@@ -41,7 +41,7 @@ from .models.base import CausalLM
 from .models.default import DEFAULT_TARGET, cache_dir, default_model_dir, gguf_path
 from .models.download import NAMED, gguf_file, is_named
 from .models.eagle import is_eagle, load_eagle
-from .models.hf import HFCausalLM, load_hf_model, parse_dtype
+from .models.hf import HFCausalLM, load_hf_gguf, load_hf_model, parse_dtype
 from .models.linear import format_for
 from .models.native import NativeLlama, UnsupportedModel, load_native
 from .tokenizer import TextTokenizer, Tokenizer, check_compatible
@@ -113,6 +113,7 @@ class Target:
     source: Path | None = None  # the checkpoint directory (for a GGUF target: its converted copy, if any)
     dtype: str = "auto"
     note: str | None = None  # why the engine is not the one the rule prefers, when it is not
+    gguf: Path | None = None  # a named target's GGUF file (transformers reads it too)
     _hf: object = field(default=None, repr=False)
 
     @property
@@ -127,8 +128,10 @@ class Target:
 
     def transformers_model(self):
         """The same checkpoint as a transformers model (for transformers' own generate() in benches)."""
-        if self._hf is None and self.source is None:
+        if self._hf is None and self.source is None and self.gguf is None:
             raise ValueError(f"{self.name} has no transformers checkpoint to run transformers' generate() on")
+        if self._hf is None and self.source is None:
+            self._hf = load_hf_gguf(self.gguf, parse_dtype(_resolved(self.dtype, "SPECDECODE_DTYPE")))
         if self._hf is None:
             self._hf = self.model.model if isinstance(self.model, HFCausalLM) else \
                 load_hf_model(self.source, parse_dtype(_resolved(self.dtype, "SPECDECODE_DTYPE")))[0]
@@ -315,15 +318,19 @@ def load_gguf_native(path: Path, dtype: str, name: str, for_draft: bool = False)
 
 
 def _named_target(name: str, dtype: str, engine: str) -> Target:
-    """A named GGUF model (fetched on first use) on the native engine, or on llama.cpp when asked for."""
+    """A named GGUF model (fetched on first use) on the native engine, or on llama.cpp or transformers (its blocks
+    dequantised) when asked for."""
     spec, path = NAMED[name], gguf_file(name)
     tokenizer = _gguf_tokenizer(path, cache_dir() / "gguf" / f"{name}-tokenizer")
     engine = target_engine(name, engine, dtype)
     if engine == "llama.cpp":
-        return Target(llama_cpp.LlamaCppLM(path, name=spec.display), tokenizer, "llama.cpp", spec.display)
+        return Target(llama_cpp.LlamaCppLM(path, name=spec.display), tokenizer, "llama.cpp", spec.display, gguf=path)
     if engine == "transformers":
-        raise ValueError(f"{name} runs on the native engine or llama.cpp, not transformers")
-    return Target(load_gguf_native(path, dtype, spec.display), tokenizer, "native", spec.display, None, dtype)
+        hf = load_hf_gguf(path, parse_dtype(_resolved(dtype, "SPECDECODE_DTYPE")))
+        return Target(HFCausalLM(hf, spec.display), tokenizer, "transformers", spec.display, None, dtype, gguf=path,
+                      _hf=hf)
+    return Target(load_gguf_native(path, dtype, spec.display), tokenizer, "native", spec.display, None, dtype,
+                  gguf=path)
 
 
 def load_tokenizer(name: str = DEFAULT_TARGET) -> tuple[TextTokenizer, int]:

@@ -180,3 +180,17 @@ def test_the_target_speculates_with_its_sibling_by_default_on_the_native_engine(
     assert target.engine == "native" and default_draft(target) == f"lookup+{DRAFT}"
     assert parse_draft(default_draft(target)) == (True, DRAFT, None)  # prompt lookup first, then the named 0.5B
     assert default_draft(dataclasses.replace(target, engine="llama.cpp")) == "prompt-lookup"
+
+
+@pytest.mark.same_on_every_cpu  # torch's own model code
+def test_transformers_reads_the_same_file_as_the_native_engine():
+    """The 0.5B on the transformers engine, its blocks dequantised by transformers itself (bf16 or fp32, as `auto`
+    picks): teacher-forced, its next-token distributions agree with the native engine's int4-dot8 ones on the same
+    file (KL <= 0.02 nats, top-1 >= 90%: two roundings of the activations, 8 bits ours and 16 bits or more theirs);
+    and a wrong reading of a block moves KL by orders of magnitude."""
+    hf = load_target(DRAFT, engine="transformers")
+    native = load_target(DRAFT)
+    assert hf.engine == "transformers" and hf.transformers_model() is hf.model.model
+    texts = [native.tokenizer.encode(prompt.prompt) for prompt in load_prompts("test")[:2]]
+    measured = agreement(native.model, hf.model, texts, progress=False)
+    assert measured["mean_kl"] <= 0.02 and measured["top1_agreement"] >= 0.9, measured

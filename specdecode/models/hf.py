@@ -7,6 +7,8 @@ argument, `DynamicCache.crop(-n)` removes the last n tokens).
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import torch
 
@@ -77,6 +79,22 @@ class HFCausalLM(CausalLM):
         elif length < self._length:
             self.cache.crop(length - self._length)  # a negative count: remove that many from the end
         self._length = length
+
+
+def load_hf_gguf(path: Path, dtype: torch.dtype = torch.bfloat16):
+    """A transformers model from a GGUF file, its blocks dequantised by transformers (with the gguf package): the
+    weights as llama.cpp holds them, in `dtype`. Never reaches for the network."""
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    print(f"loading {path.name} into transformers ({str(dtype).removeprefix('torch.')}, dequantised, ~1 min)",
+          file=sys.stderr, flush=True)
+    try:
+        return AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype,
+                                                    local_files_only=True)
+    except (OSError, ValueError, KeyError, ImportError) as error:
+        raise ValueError(f"cannot load {str(path)!r} into transformers: {first_line(error)}") from None
 
 
 def load_hf_model(directory: str | os.PathLike, dtype: torch.dtype = torch.bfloat16):
