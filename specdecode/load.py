@@ -128,13 +128,16 @@ class Target:
 
     def transformers_model(self):
         """The same checkpoint as a transformers model (for transformers' own generate() in benches)."""
-        if self._hf is None and self.source is None and self.gguf is None:
-            raise ValueError(f"{self.name} has no transformers checkpoint to run transformers' generate() on")
-        if self._hf is None and self.source is None:
-            self._hf = load_hf_gguf(self.gguf, parse_dtype(_resolved(self.dtype, "SPECDECODE_DTYPE")))
         if self._hf is None:
-            self._hf = self.model.model if isinstance(self.model, HFCausalLM) else \
-                load_hf_model(self.source, parse_dtype(_resolved(self.dtype, "SPECDECODE_DTYPE")))[0]
+            dtype = parse_dtype(_resolved(self.dtype, "SPECDECODE_DTYPE"))
+            if isinstance(self.model, HFCausalLM):
+                self._hf = self.model.model
+            elif self.source is not None:
+                self._hf = load_hf_model(self.source, dtype)[0]
+            elif self.gguf is not None:
+                self._hf = load_hf_gguf(self.gguf, dtype)
+            else:
+                raise ValueError(f"{self.name} has no transformers checkpoint to run transformers' generate() on")
         return self._hf
 
 
@@ -326,9 +329,8 @@ def _named_target(name: str, dtype: str, engine: str) -> Target:
     if engine == "llama.cpp":
         return Target(llama_cpp.LlamaCppLM(path, name=spec.display), tokenizer, "llama.cpp", spec.display, gguf=path)
     if engine == "transformers":
-        hf = load_hf_gguf(path, parse_dtype(_resolved(dtype, "SPECDECODE_DTYPE")))
-        return Target(HFCausalLM(hf, spec.display), tokenizer, "transformers", spec.display, None, dtype, gguf=path,
-                      _hf=hf)
+        hf = HFCausalLM(load_hf_gguf(path, parse_dtype(_resolved(dtype, "SPECDECODE_DTYPE"))), spec.display)
+        return Target(hf, tokenizer, "transformers", spec.display, None, dtype, gguf=path)
     return Target(load_gguf_native(path, dtype, spec.display), tokenizer, "native", spec.display, None, dtype,
                   gguf=path)
 
