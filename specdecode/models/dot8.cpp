@@ -121,6 +121,15 @@ inline int32_t word(const int8_t* p) {  // four int8 activations as one 32-bit w
   return v;
 }
 
+// acc + one group's 16 exact dots, scaled: the float steps every AVX-512 path (VNNI and AMX) takes, so they agree
+// bitwise: acc + (dot xs) scale, then + offset xsum.
+__attribute__((target("avx512f"))) inline __m512 add_group(__m512 acc, __m512i dot, float xs, float xsum,
+                                                           __m512 scale, __m512 offset) {
+  const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(xs));
+  acc = _mm512_fmadd_ps(t, scale, acc);
+  return _mm512_fmadd_ps(offset, _mm512_set1_ps(xsum), acc);
+}
+
 template <int BITS, int HALVES>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")))
 void tile_avx512(const uint8_t* w, const uint16_t* sc, const Rows& x, int64_t m0, int64_t m1, int64_t groups,
@@ -164,9 +173,7 @@ void tile_avx512(const uint8_t* w, const uint16_t* sc, const Rows& x, int64_t m0
       dot = _mm512_add_epi32(_mm512_slli_epi32(dot, 8), low_dot);
       const float xs = x.scale[m * (x.K / 32) + k0 / 32];
       const float xsum = BITS == 4 ? x.sum32[m * (x.K / 32) + g] : x.sum16[m * (x.K / 16) + g];
-      const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(xs));
-      acc[r] = _mm512_fmadd_ps(t, scale, acc[r]);
-      acc[r] = _mm512_fmadd_ps(offset, _mm512_set1_ps(xsum), acc[r]);
+      acc[r] = add_group(acc[r], dot, xs, xsum, scale, offset);
     }
   }
   for (int64_t r = 0; r < rows; ++r) _mm512_storeu_ps(y + (m0 + r) * ldy, _mm512_mul_ps(acc[r], _mm512_set1_ps(unscale)));
@@ -285,7 +292,7 @@ struct AmxDots {  // one group's dots, [rows, 16] per half
   }
 };
 
-// acc [rows] += group g's dots, scaled: tile_avx512's float steps.
+// acc [rows] += group g's dots, scaled (add_group, as tile_avx512).
 template <int HALVES>
 __attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma")))
 inline void scale_group(const AmxDots<HALVES>& done, int64_t g, const uint16_t* sc, const Rows& x, int64_t m0,
@@ -298,9 +305,7 @@ inline void scale_group(const AmxDots<HALVES>& done, int64_t g, const uint16_t* 
     if constexpr (HALVES == 2) dot = _mm512_add_epi32(dot, _mm512_load_si512(done.dots[1] + 16 * r));
     const float xs = x.scale[m * (x.K / 32) + g];
     const float xsum = x.sum32[m * (x.K / 32) + g];
-    const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(xs));
-    acc[r] = _mm512_fmadd_ps(t, scale, acc[r]);
-    acc[r] = _mm512_fmadd_ps(offset, _mm512_set1_ps(xsum), acc[r]);
+    acc[r] = add_group(acc[r], dot, xs, xsum, scale, offset);
   }
 }
 
