@@ -179,6 +179,23 @@ void tile_avx512(const uint8_t* w, const uint16_t* sc, const Rows& x, int64_t m0
   for (int64_t r = 0; r < rows; ++r) _mm512_storeu_ps(y + (m0 + r) * ldy, _mm512_mul_ps(acc[r], _mm512_set1_ps(unscale)));
 }
 
+// One row's exact dots with one group's codes for 8 lanes, on AVX2: maddubs' pair sums (codes 0..63 times int8
+// -127..127: at most 16002) summed in int16 while they cannot overflow (4-bit codes: all 8 pairs of words, at most
+// 30480; 6-bit: 2), then widened by one madd per sum: the integers VNNI's dpbusd gives, for fewer instructions.
+template <int BITS>
+__attribute__((target("avx2"))) inline __m256i dots_avx2(const __m256i* codes, const int8_t* x) {
+  constexpr int CODES = BITS == 4 ? 8 : 4, SUMMED = BITS == 4 ? 8 : 2;  // words per int16 sum
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i dot = _mm256_setzero_si256();
+  for (int c0 = 0; c0 < CODES; c0 += SUMMED) {
+    __m256i pairs = _mm256_maddubs_epi16(codes[c0], _mm256_set1_epi32(word(x + 4 * c0)));
+    for (int c = c0 + 1; c < c0 + SUMMED; ++c)
+      pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(codes[c], _mm256_set1_epi32(word(x + 4 * c))));
+    dot = _mm256_add_epi32(dot, _mm256_madd_epi16(pairs, ones));
+  }
+  return dot;
+}
+
 template <int BITS, int HALVES>
 __attribute__((target("avx2,f16c,fma")))
 void tile_avx2(const uint8_t* w, const uint16_t* sc, const Rows& x, int64_t m0, int64_t m1, int64_t groups,
@@ -188,47 +205,37 @@ void tile_avx2(const uint8_t* w, const uint16_t* sc, const Rows& x, int64_t m0, 
   __m256 acc[CHUNK][2];
   const int64_t rows = m1 - m0;
   for (int64_t r = 0; r < rows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  const __m256i low = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
+  const __m256i low = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30);
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* wg = w + g * (BITS == 4 ? BLOCK4 : BLOCK6);
     prefetch_ahead<BITS>(wg, sc + g * 32);
+    const int64_t k0 = g * GROUP;
     __m256 scale[2], offset[2];
-    __m256i codes[CODES][2];
+    __m256i codes[2][CODES];
     for (int h = 0; h < 2; ++h) {  // lanes 8h .. 8h + 7
       scale[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + g * 32 + 8 * h)));
       offset[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + g * 32 + 16 + 8 * h)));
       for (int b = 0; b < CODES / 2; ++b) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wg + 64 * b + 32 * h));
-        codes[2 * b][h] = _mm256_and_si256(v, low);
-        codes[2 * b + 1][h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+        codes[h][2 * b] = _mm256_and_si256(v, low);
+        codes[h][2 * b + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
       }
       if constexpr (BITS == 6) {
         const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wg + 128 + 32 * h));
-        codes[0][h] = _mm256_or_si256(codes[0][h], _mm256_and_si256(_mm256_slli_epi16(high, 4), top));
-        codes[1][h] = _mm256_or_si256(codes[1][h], _mm256_and_si256(_mm256_slli_epi16(high, 2), top));
-        codes[2][h] = _mm256_or_si256(codes[2][h], _mm256_and_si256(high, top));
-        codes[3][h] = _mm256_or_si256(codes[3][h], _mm256_and_si256(_mm256_srli_epi16(high, 2), top));
+        codes[h][0] = _mm256_or_si256(codes[h][0], _mm256_and_si256(_mm256_slli_epi16(high, 4), top));
+        codes[h][1] = _mm256_or_si256(codes[h][1], _mm256_and_si256(_mm256_slli_epi16(high, 2), top));
+        codes[h][2] = _mm256_or_si256(codes[h][2], _mm256_and_si256(high, top));
+        codes[h][3] = _mm256_or_si256(codes[h][3], _mm256_and_si256(_mm256_srli_epi16(high, 2), top));
       }
     }
-    const int64_t k0 = g * GROUP;
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t m = m0 + r;
-      const int8_t* q = x.q + m * x.K + k0;
-      const int8_t* lo = x.r + m * x.K + k0;
       const float xs = x.scale[m * (x.K / 32) + k0 / 32];
       const float xsum = BITS == 4 ? x.sum32[m * (x.K / 32) + g] : x.sum16[m * (x.K / 16) + g];
       for (int h = 0; h < 2; ++h) {
-        __m256i dot = _mm256_setzero_si256(), low_dot = _mm256_setzero_si256();  // dpbusd's lane sums: no pair
-        for (int c = 0; c < CODES; ++c) {                                         // exceeds 2 * 127 * 127
-          const __m256i pairs = _mm256_maddubs_epi16(codes[c][h], _mm256_set1_epi32(word(q + 4 * c)));
-          dot = _mm256_add_epi32(dot, _mm256_madd_epi16(pairs, ones));
-          if constexpr (HALVES == 2) {
-            const __m256i low_pairs = _mm256_maddubs_epi16(codes[c][h], _mm256_set1_epi32(word(lo + 4 * c)));
-            low_dot = _mm256_add_epi32(low_dot, _mm256_madd_epi16(low_pairs, ones));
-          }
-        }
-        dot = _mm256_add_epi32(_mm256_slli_epi32(dot, 8), low_dot);
-        const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(xs));
+        __m256i dot = _mm256_slli_epi32(dots_avx2<BITS>(codes[h], x.q + m * x.K + k0), 8);
+        if constexpr (HALVES == 2) dot = _mm256_add_epi32(dot, dots_avx2<BITS>(codes[h], x.r + m * x.K + k0));
+        const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(xs));  // add_group's steps
         acc[r][h] = _mm256_fmadd_ps(t, scale[h], acc[r][h]);
         acc[r][h] = _mm256_fmadd_ps(offset[h], _mm256_set1_ps(xsum), acc[r][h]);
       }
