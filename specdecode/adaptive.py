@@ -11,6 +11,10 @@ measured time of one draft forward pass (or, for a reproducible schedule, fixed 
 `explore_every` rounds (4x that while drafting looks hopeless) it then still drafts one token, so that alpha keeps
 being measured. With T flat and
 t_draft = c T(1) this is exactly `analysis.best_gamma(alpha, c)`.
+
+Proposals copied from the context (prompt lookup's: `Draft.copies`) are priced apart: they cost no draft pass
+(t_draft = 0) and have an acceptance rate of their own, so a round with a match may verify a long copy while the
+draft model's guesses would not pay, and the model's rounds are not judged by the copies' acceptance.
 """
 
 from __future__ import annotations
@@ -64,9 +68,10 @@ class AdaptiveGamma:
         self.fixed_costs = fixed_costs
         self._accepted = prior_alpha * prior_weight  # Beta pseudo-counts: accepted and rejected decisions
         self._rejected = (1 - prior_alpha) * prior_weight
+        self._copied = [self._accepted, self._rejected]  # the same for proposals copied from the context
         self._times = PassTimes(memory)  # the target's passes; and the draft's time per pass:
         self._draft_time = self._draft_passes = 0.0
-        self._plain_rounds = 0
+        self._plain_rounds = [0, 0]  # rounds chosen plain, guessed and copied
 
     @classmethod
     def for_target(cls, target: CausalLM, max_gamma: int = 10) -> AdaptiveGamma:
@@ -82,7 +87,13 @@ class AdaptiveGamma:
 
     @property
     def alpha(self) -> float:
+        """The draft's acceptance rate (of its guesses, not of its copies)."""
         return self._accepted / (self._accepted + self._rejected)
+
+    @property
+    def copied_alpha(self) -> float:
+        """The acceptance rate of proposals copied from the context."""
+        return self._copied[0] / sum(self._copied)
 
     def target_time(self, k: int) -> float:
         """Estimated time of a target pass of k tokens: in units of T(1) with fixed costs or until measured (the
@@ -98,26 +109,31 @@ class AdaptiveGamma:
             return self.fixed_costs[1] if self._draft_passes else 0.0
         return self._draft_time / self._draft_passes if self._draft_passes else 0.0
 
-    def rate(self, gamma: int) -> float:
-        """Expected tokens per second with this gamma."""
-        tokens = expected_tokens(self.alpha, gamma) if gamma else 1.0
-        return tokens / (self.target_time(gamma + 1) + gamma * self.draft_time())
+    def rate(self, gamma: int, copied: bool = False) -> float:
+        """Expected tokens per second with this gamma, for the draft's guesses or for a copy (no draft pass)."""
+        tokens = expected_tokens(self.copied_alpha if copied else self.alpha, gamma) if gamma else 1.0
+        return tokens / (self.target_time(gamma + 1) + (0.0 if copied else gamma * self.draft_time()))
 
-    def choose(self) -> int:
-        best = max(range(self.max_gamma + 1), key=lambda g: (self.rate(g), -g))
+    def choose(self, copied: bool = False) -> int:
+        """gamma for this round; copied: its proposal will be copied from the context (`Draft.copies`)."""
+        best = max(range(self.max_gamma + 1), key=lambda g: (self.rate(g, copied), -g))
         if best == 0:
-            self._plain_rounds += 1
+            self._plain_rounds[copied] += 1
             # Keep measuring alpha while plain decoding wins; four times less often while drafting looks hopeless
             # (a verify pass dearer than the tokens it could add, as on llama.cpp with 2 cores).
-            every = self.explore_every if self.rate(1) >= 0.9 * self.rate(0) else 4 * self.explore_every
-            if self._plain_rounds % every == 0:
+            every = self.explore_every if self.rate(1, copied) >= 0.9 * self.rate(0) else 4 * self.explore_every
+            if self._plain_rounds[copied] % every == 0:
                 return 1
         return best
 
     def update(self, drafted: int, accepted: int, target_seconds: float | None = None,
-               draft_seconds: float | None = None, draft_passes: int = 0) -> None:
-        """Record a round: how many tokens were drafted and accepted, and what the passes cost."""
-        if drafted:
+               draft_seconds: float | None = None, draft_passes: int = 0, copied: bool = False) -> None:
+        """Record a round: how many tokens were drafted (copied: copied from the context) and accepted, and what the
+        passes cost."""
+        if drafted and copied:
+            self._copied = [self.memory * self._copied[0] + accepted,
+                            self.memory * self._copied[1] + int(accepted < drafted)]
+        elif drafted:
             self._accepted = self.memory * self._accepted + accepted
             self._rejected = self.memory * self._rejected + int(accepted < drafted)
         if self.fixed_costs is not None:

@@ -274,7 +274,8 @@ class Generation:
                     self.stop_reason = "context"
                     break
                 # Never draft past what the output or the context window can still take.
-                wanted = self.controller.choose() if self.controller else self.gamma
+                copied = draft is not None and draft.copies(context)  # prompt lookup's match: no draft pass
+                wanted = self.controller.choose(copied) if self.controller else self.gamma
                 gamma = min(wanted, self.max_new_tokens - len(self.new_tokens) - 1, room)
                 t0 = time.perf_counter()
                 proposal = draft.propose(context, gamma, self.sampling, self.generator) if gamma > 0 else empty
@@ -296,7 +297,8 @@ class Generation:
                 stats.target_seconds += t2 - t1
                 stats.draft_seconds += t1 - t0
                 if self.controller:
-                    self.controller.update(len(drafted), n_accepted, t2 - t1, t1 - t0, proposal.forward_passes)
+                    self.controller.update(len(drafted), n_accepted, t2 - t1, t1 - t0, proposal.forward_passes,
+                                           copied and not proposal.forward_passes)
 
                 emitted = self._emit([*drafted[:n_accepted], next_token])
                 stats.record(proposal, n_accepted, len(emitted))

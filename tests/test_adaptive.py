@@ -53,6 +53,27 @@ def test_a_useless_draft_falls_back_to_plain_decoding_but_keeps_measuring():
     assert counts[0] > 300 and counts[1] > 0 and max(chosen) <= 1
 
 
+def test_copies_from_the_context_are_priced_apart_from_the_drafts_guesses():
+    """A draft model that does not pay (alpha 0.3, a pass costing 0.5 of the target's) beside prompt lookup's copies
+    (alpha 0.9, no draft pass), every other round, on a verify line of slope 0.3: the guessed rounds settle on plain
+    decoding, the copied rounds on the best gamma for a free draft, and each source keeps its own alpha."""
+    controller, rng, chosen = AdaptiveGamma(max_gamma=8), random.Random(0), {False: [], True: []}
+    line = lambda k: 1 + 0.3 * (k - 1)  # noqa: E731
+    for i in range(3000):
+        copied = i % 2 == 1
+        alpha, cost = (0.9, 0.0) if copied else (0.3, 0.5)
+        gamma = controller.choose(copied)
+        accepted = 0
+        while accepted < gamma and rng.random() < alpha:
+            accepted += 1
+        controller.update(gamma, accepted, line(gamma + 1), gamma * cost, 0 if copied else gamma, copied)
+        chosen[copied].append(gamma)
+    guessed, copies = (collections.Counter(chosen[c][-1000:]) for c in (False, True))
+    best_copy = max(range(1, 9), key=lambda g: analysis.expected_tokens(0.9, g) / line(g + 1))
+    assert guessed[0] > 800 and copies.most_common(1)[0][0] == best_copy >= 3
+    assert controller.alpha == pytest.approx(0.3, abs=0.1) and controller.copied_alpha == pytest.approx(0.9, abs=0.05)
+
+
 def test_it_learns_the_verify_cost_line():
     controller = AdaptiveGamma(max_gamma=10)
     simulate(controller, 0.7, lambda k: 0.02 + 0.003 * (k - 1), 0.001, 600)

@@ -335,8 +335,10 @@ def test_the_hybrid_copies_when_the_text_repeats_and_asks_the_model_otherwise():
     hybrid.begin([3, 4, 5, 6, 3, 4])
     copied = hybrid.propose([3, 4, 5, 6, 3, 4], 2, SamplingConfig(), None)
     assert copied.tokens.tolist() == [5, 6] and copied.forward_passes == 0  # "3 4" occurred before: copy "5 6"
+    assert hybrid.copies([3, 4, 5, 6, 3, 4])  # and says so before proposing, for adaptive gamma to price it
     guessed = hybrid.propose([3, 4, 5, 6, 3, 4, 7], 2, SamplingConfig(), None)
     assert guessed.forward_passes == 2 and (guessed.probs > 0).sum(-1).gt(1).all()  # "4 7" is new: the model's q
+    assert not hybrid.copies([3, 4, 5, 6, 3, 4, 7]) and not ModelDraft(draft).copies([3, 4, 3])
 
 
 def test_a_draft_that_is_the_target_itself_is_refused():

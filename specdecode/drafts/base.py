@@ -53,6 +53,11 @@ class Draft(Protocol):
         """Propose up to gamma tokens to follow context (the prompt and every token generated so far)."""
         ...
 
+    def copies(self, context: list[int]) -> bool:
+        """Whether this round's proposal would be copied from the context (prompt lookup's, no draft pass: only its
+        verify rows cost), so that adaptive gamma prices it apart from a model's guesses."""
+        return False
+
     def fork(self, sequence: Callable[[CausalLM], CausalLM]) -> Draft:
         """A draft like this one with state of its own, to draft for another sequence served beside this one's:
         every model it drafts with is replaced by sequence(model), a view of it with a cache of its own. Drafts

@@ -33,6 +33,9 @@ class HybridDraft(Draft):
         self.lookup.begin(prompt_ids)
         self.fallback.begin(prompt_ids)
 
+    def copies(self, context: list[int]) -> bool:
+        return self.lookup.match(context) is not None
+
     def propose(
         self, context: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator | None
     ) -> Proposal:

@@ -40,12 +40,22 @@ class PromptLookupDraft(Draft):
                 self._index[tuple(context[end - n: end])] = end
         self._context = list(context)
 
-    def propose(
-        self, context: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator | None
-    ) -> Proposal:
+    def match(self, context: list[int]) -> int | None:
+        """Where the continuation of the longest matching n-gram of context's end starts in context, or None."""
         self._catch_up(context)
         for n in range(min(self.max_ngram, len(context)), self.min_ngram - 1, -1):
             start = self._index.get(tuple(context[-n:]))
             if start is not None:
-                return Proposal.one_hot(context[start: start + gamma], self.vocab_size)
-        return Proposal.empty(self.vocab_size)
+                return start
+        return None
+
+    def copies(self, context: list[int]) -> bool:
+        return True  # it never runs a model, match or not
+
+    def propose(
+        self, context: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator | None
+    ) -> Proposal:
+        start = self.match(context)
+        if start is None:
+            return Proposal.empty(self.vocab_size)
+        return Proposal.one_hot(context[start: start + gamma], self.vocab_size)

@@ -303,7 +303,7 @@ class Allotted(AdaptiveGamma):
         state = {k: v for k, v in other.__dict__.items() if k not in ("lease", "_shared", "_fresh")}
         self.__dict__.update(copy.deepcopy(state))
 
-    def choose(self) -> int:
+    def choose(self, copied: bool = False) -> int:
         scheduler = self.lease.scheduler
         if self._fresh:
             self._fresh = False
@@ -311,14 +311,14 @@ class Allotted(AdaptiveGamma):
                 self._learn_from(scheduler.learned)
         self._shared = len(scheduler.leased) > 1
         if not self._shared:
-            return super().choose()
+            return super().choose(copied)
         return scheduler.allot(self.max_gamma).get(self.lease.id, 0)
 
     def update(self, drafted: int, accepted: int, target_seconds: float | None = None,
-               draft_seconds: float | None = None, draft_passes: int = 0) -> None:
+               draft_seconds: float | None = None, draft_passes: int = 0, copied: bool = False) -> None:
         if self._shared:
             target_seconds = draft_seconds = None
-        super().update(drafted, accepted, target_seconds, draft_seconds, draft_passes)
+        super().update(drafted, accepted, target_seconds, draft_seconds, draft_passes, copied)
 
 
 class Scheduled(CausalLM):
