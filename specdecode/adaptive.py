@@ -71,7 +71,7 @@ class AdaptiveGamma:
         self._copied = [self._accepted, self._rejected]  # the same for proposals copied from the context
         self._times = PassTimes(memory)  # the target's passes; and the draft's time per pass:
         self._draft_time = self._draft_passes = 0.0
-        self._plain_rounds = [0, 0]  # rounds chosen plain, guessed and copied
+        self._plain_rounds = [0, 0]  # rounds chosen plain: [for guesses, for copies]
 
     @classmethod
     def for_target(cls, target: CausalLM, max_gamma: int = 10) -> AdaptiveGamma:
@@ -95,6 +95,9 @@ class AdaptiveGamma:
         """The acceptance rate of proposals copied from the context."""
         return self._copied[0] / sum(self._copied)
 
+    def acceptance(self, copied: bool) -> float:
+        return self.copied_alpha if copied else self.alpha
+
     def target_time(self, k: int) -> float:
         """Estimated time of a target pass of k tokens: in units of T(1) with fixed costs or until measured (the
         prior line 1 + slope (k - 1)), then in seconds from the fitted line."""
@@ -111,7 +114,7 @@ class AdaptiveGamma:
 
     def rate(self, gamma: int, copied: bool = False) -> float:
         """Expected tokens per second with this gamma, for the draft's guesses or for a copy (no draft pass)."""
-        tokens = expected_tokens(self.copied_alpha if copied else self.alpha, gamma) if gamma else 1.0
+        tokens = expected_tokens(self.acceptance(copied), gamma) if gamma else 1.0
         return tokens / (self.target_time(gamma + 1) + (0.0 if copied else gamma * self.draft_time()))
 
     def choose(self, copied: bool = False) -> int:

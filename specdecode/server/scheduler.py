@@ -231,7 +231,8 @@ class Scheduler:
         the expected tokens per second of the round are highest (see the module docstring). Requests with their own
         schedule count as one row each."""
         leases = list(self.leased)
-        alphas = {lease.id: lease.controller.alpha for lease in leases if lease.controller is not None}
+        alphas = {lease.id: lease.controller.acceptance(lease.controller.copied) for lease in leases
+                  if lease.controller is not None}
         gamma = dict.fromkeys(alphas, 0)
         rows, expected, longest = len(leases), float(len(leases)), 0
         t = self.target_times if self.target_times.measured else (lambda k: 1.0 + self.target.verify_slope * (k - 1))
@@ -298,6 +299,7 @@ class Allotted(AdaptiveGamma):
         self.lease = lease
         self._shared = False
         self._fresh = True  # nothing chosen yet
+        self.copied = False  # whether its current round's proposal is a copy (`AdaptiveGamma.choose`)
 
     def _learn_from(self, other: Allotted) -> None:
         state = {k: v for k, v in other.__dict__.items() if k not in ("lease", "_shared", "_fresh")}
@@ -310,6 +312,7 @@ class Allotted(AdaptiveGamma):
             if scheduler.learned is not None and scheduler.learned is not self:
                 self._learn_from(scheduler.learned)
         self._shared = len(scheduler.leased) > 1
+        self.copied = copied
         if not self._shared:
             return super().choose(copied)
         return scheduler.allot(self.max_gamma).get(self.lease.id, 0)
