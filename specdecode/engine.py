@@ -294,10 +294,12 @@ class Generation:
                 if self.observe:
                     self.observe(target.features[: n_accepted + 1])
                 t2 = time.perf_counter()
+                drafting = t1 - t0 - proposal.catch_up_seconds  # the draft's prompt prefill counts as prefill
                 stats.target_seconds += t2 - t1
-                stats.draft_seconds += t1 - t0
+                stats.draft_seconds += drafting
+                stats.prefill_seconds += proposal.catch_up_seconds
                 if self.controller:
-                    self.controller.update(len(drafted), n_accepted, t2 - t1, t1 - t0, proposal.forward_passes,
+                    self.controller.update(len(drafted), n_accepted, t2 - t1, drafting, proposal.forward_passes,
                                            copied and not proposal.forward_passes)
 
                 emitted = self._emit([*drafted[:n_accepted], next_token])

@@ -22,6 +22,7 @@ from specdecode import (
     generate,
     generate_plain,
 )
+from specdecode.adaptive import AdaptiveGamma
 from specdecode.drafts.base import Draft
 from specdecode.drafts.hybrid import HybridDraft
 from specdecode.toy import WORDS, BigramLM, PrefixLM, bigram_pair, bigram_tables, prefix_pair
@@ -180,6 +181,32 @@ def test_a_draft_with_a_short_window_drafts_from_its_most_recent_tokens():
         torch.testing.assert_close(proposal.probs[0], want)
         plain = generate_plain(target, prompt, max_new_tokens=25, sampling=greedy).new_tokens
         assert generate(target, draft, prompt, max_new_tokens=25, gamma=gamma, sampling=greedy).new_tokens == plain
+
+
+def test_a_draft_model_is_fed_the_prompt_at_its_first_proposal_timed_as_prefill():
+    """`begin` runs no pass (a request that decodes plainly never pays the draft's prefill); the first proposal feeds
+    the prompt, timed apart as catch_up_seconds, and drafts from it as an eager prefill would; a later round with a
+    short backlog has nothing to catch up."""
+    target, draft_model = prefix_pair(seed=3)
+    fresh = PrefixLM(draft_model.table, "fresh", noise_seed=3)
+    draft = ModelDraft(draft_model)
+    prompt = [(3 * i + 1) % V for i in range(20)]
+    draft.begin(prompt)
+    assert draft_model.length == 0
+    first = draft.propose(prompt, 3, SamplingConfig(), torch.Generator().manual_seed(0))
+    assert first.catch_up_seconds > 0 and draft_model.length == len(prompt) + 2
+    torch.testing.assert_close(first.probs[0], adjust(fresh.extend(torch.tensor(prompt))[-1], SamplingConfig()))
+    context = prompt + first.tokens[:1].tolist() + [5]  # one draft accepted, then a corrected token
+    later = draft.propose(context, 3, SamplingConfig(), torch.Generator().manual_seed(0))
+    assert later.catch_up_seconds == 0 and len(later.tokens) == 3
+
+    class Plain(AdaptiveGamma):  # chooses plain decoding every round
+        def choose(self, copied: bool = False) -> int:
+            return 0
+
+    plain = generate(target, ModelDraft(draft_model), prompt, max_new_tokens=8, gamma=Plain(),
+                     sampling=SamplingConfig(0))
+    assert draft_model.length == 0 and plain.stats.draft_calls == 0 and len(plain.new_tokens) == 8
 
 
 def test_greedy_is_identical_even_with_a_poor_draft():

@@ -14,7 +14,7 @@ import torch
 from specdecode import SamplingConfig
 from specdecode.drafts.model import ModelDraft
 from specdecode.engine import Generation
-from specdecode.server.scheduler import Allotted, Scheduler
+from specdecode.server.scheduler import PREFILL_CHUNK, Allotted, Scheduler
 from specdecode.toy import prefix_pair
 
 GREEDY = SamplingConfig(0)
@@ -112,6 +112,20 @@ def test_small_model_requests_served_together_get_what_they_get_alone(clients, s
     requests = [(tok.encode(texts[i % 4]) + [i], *requests_for(10, clients)[i][1:]) for i in range(clients)]
     expected = [alone(target, draft, r, 12) for r in requests]
     assert together(scheduler, requests, 12) == expected
+
+
+def test_a_long_prompt_is_prefilled_in_chunks_beside_the_other_requests_rows():
+    """While another request is served, a prompt of 3 chunks and a bit is prefilled PREFILL_CHUNK rows a pass (each
+    pass also carrying the other's rows), and both answers are what they are alone."""
+    target, draft_model = prefix_pair()
+    scheduler = Scheduler(target, ModelDraft(draft_model), sequences=4, grace=2.0)
+    long = [(5 * j + 2) % target.vocab_size for j in range(3 * PREFILL_CHUNK + 5)]
+    requests = [(long, GREEDY, 1), ([1, 2, 3], GREEDY, 2)]
+    expected = [alone(target, ModelDraft(draft_model), r, 20) for r in requests]
+    assert together(scheduler, requests, 20) == expected
+    rows = [n for p in scheduler.passes for _, n in p["rows"]]
+    assert max(rows) == PREFILL_CHUNK and rows.count(PREFILL_CHUNK) == 3
+    assert any(len(p["rows"]) == 2 and max(n for _, n in p["rows"]) == PREFILL_CHUNK for p in scheduler.passes)
 
 
 def test_a_pass_waits_for_a_request_between_rounds_only_up_to_the_grace():

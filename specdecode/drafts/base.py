@@ -22,6 +22,9 @@ class Proposal:
     tokens: torch.Tensor  # [g] int64, g <= gamma
     probs: torch.Tensor  # [g, V] float: row i is the q that tokens[i] was drawn from
     forward_passes: int = 0  # draft model calls spent on this proposal (0 for model-free drafts)
+    # time spent feeding the draft model text it had not yet seen, beyond its first pass of the round (its deferred
+    # prompt prefill, or a long stretch decoded without it): prefill, not a cost of drafting
+    catch_up_seconds: float = 0.0
 
     @staticmethod
     def empty(vocab_size: int) -> Proposal:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import torch
@@ -10,6 +11,8 @@ from ..models.base import CausalLM
 from ..sampling import SamplingConfig, adjust, sample
 from .base import Draft, Proposal
 
+CATCH_UP = 4  # a longer backlog of unseen tokens is a prefill: fed and timed apart from the round's drafting
+
 
 class ModelDraft(Draft):
     """Wraps any `CausalLM` as a draft, keeping its KV cache in step with the accepted text.
@@ -17,8 +20,11 @@ class ModelDraft(Draft):
     The draft sees the context from `self.start` on (its view), and its cache holds `self.cached`, a prefix of the
     view. Each round the cache is rolled back to the longest prefix the view still shares (everything after the
     first rejected draft goes), the missing tokens are fed in one pass, and then the gamma drafts are sampled one
-    forward pass each. vocab_size may exceed the model's own (q = 0 on the extra ids). Between `begin` calls, each
-    context must extend the previous one (as the engine's do).
+    forward pass each. The prompt is fed at the first proposal, not at `begin`: a request that never drafts (plain
+    decoding chosen throughout, as under load in the server) never pays the draft's prefill. A backlog of more than
+    CATCH_UP tokens is fed apart from the round's first pass and timed as `Proposal.catch_up_seconds`. vocab_size
+    may exceed the model's own (q = 0 on the extra ids). Between `begin` calls, each context must extend the
+    previous one (as the engine's do).
 
     A context longer than the draft model's window (`max_length`) does not fit its cache: the draft then drafts from
     the most recent tokens only. When the view and gamma drafts would overflow the window, the view restarts with
@@ -48,12 +54,9 @@ class ModelDraft(Draft):
         self._restart(prompt_ids, 0 if fits else len(prompt_ids) - max(1, window // 2))
 
     def _restart(self, context: list[int], start: int) -> None:
-        """Empty the cache and view the context from `start` on (the view less its last token goes into the cache)."""
+        """Empty the cache and view the context from `start` on (fed at the next proposal)."""
         self.model.rollback(0)
-        self.start, self.cached = start, []
-        if len(context) - start > 1:
-            self._feed(context[start:-1])
-        self._synced = len(self.cached)
+        self.start, self.cached, self._synced = start, [], 0
 
     def _feed(self, tokens: list[int]) -> torch.Tensor:
         """Append tokens to the cache -> the logits row after the last of them, [V] padded to self.vocab_size.
@@ -87,6 +90,11 @@ class ModelDraft(Draft):
         self.model.rollback(keep)
         del self.cached[keep:]
 
+        catch_up = 0.0
+        if len(view) - keep > CATCH_UP:
+            started = time.perf_counter()
+            self._feed(view[keep:-1])
+            keep, catch_up = len(view) - 1, time.perf_counter() - started
         logits = self._feed(view[keep:])
         self._synced = len(view)
         tokens, rows = [], []
@@ -97,4 +105,5 @@ class ModelDraft(Draft):
             rows.append(q)
             if i + 1 < gamma:
                 logits = self._feed([token])
-        return Proposal(torch.tensor(tokens, dtype=torch.int64), torch.stack(rows), forward_passes=gamma)
+        return Proposal(torch.tensor(tokens, dtype=torch.int64), torch.stack(rows), forward_passes=gamma,
+                        catch_up_seconds=catch_up)

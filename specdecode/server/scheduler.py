@@ -44,6 +44,7 @@ from ..models.base import CausalLM
 POLL_SECONDS = 0.005  # how often a request waiting its turn looks for it (every 20th time, for its client)
 GRACE_SECONDS = 0.005  # how long a pass waits for a request that holds a lease but is between two rounds
 PASS_LOG = 64  # target passes kept for the page's live view
+PREFILL_CHUNK = 32  # rows of a prompt per pass while others are served (`Scheduled.extend`)
 
 
 class Scheduler:
@@ -350,7 +351,15 @@ class Scheduled(CausalLM):
         self._bound().rollback(length)
 
     def extend(self, tokens: torch.Tensor, keep: int | None = None) -> torch.Tensor:
-        return self.lease.scheduler.submit(self.model, self._bound(), tokens, keep, self.lease)
+        """tokens [k] -> logits [min(keep or k, k), V], from the next pass of the model. While other requests hold
+        sequences, a prompt's prefill goes in chunks of PREFILL_CHUNK rows, one per pass, beside their rows: one long
+        pass would stall every other request for the whole prefill (rows are bitwise the same however a pass is made
+        up, on the engines that batch)."""
+        scheduler, tokens = self.lease.scheduler, tokens.view(-1)
+        while keep is not None and len(scheduler.leased) > 1 and len(tokens) - PREFILL_CHUNK >= max(keep, 1):
+            scheduler.submit(self.model, self._bound(), tokens[:PREFILL_CHUNK], 1, self.lease)
+            tokens = tokens[PREFILL_CHUNK:]
+        return scheduler.submit(self.model, self._bound(), tokens, keep, self.lease)
 
 
 @dataclass
