@@ -190,7 +190,7 @@ def test_a_draft_model_is_fed_the_prompt_at_its_first_proposal_timed_as_prefill(
     target, draft_model = prefix_pair(seed=3)
     fresh = PrefixLM(draft_model.table, "fresh", noise_seed=3)
     draft = ModelDraft(draft_model)
-    prompt = [(3 * i + 1) % V for i in range(20)]
+    prompt = [(3 * i + 1) % V for i in range(40)]
     draft.begin(prompt)
     assert draft_model.length == 0
     first = draft.propose(prompt, 3, SamplingConfig(), torch.Generator().manual_seed(0))

@@ -246,6 +246,23 @@ def test_rows_go_to_the_requests_whose_drafts_are_accepted():
     assert scheduler.allot(10) == {sure.id: 0, unsure.id: 0}
 
 
+def test_rows_of_a_copy_cost_no_draft_pass():
+    """Two requests with the same acceptance where a draft pass costs as much as a target pass: the model's guesses
+    get no rows, a proposal copied from the context (no draft pass) gets them while rows are cheap."""
+    target, draft_model = prefix_pair()
+    scheduler = Scheduler(target, ModelDraft(draft_model), sequences=4)
+    guess, copy_ = acquired(scheduler), acquired(scheduler)
+    for lease in (guess, copy_):
+        controller = lease.allotted()
+        controller._accepted, controller._rejected = controller._copied = [900.0, 100.0]
+    copy_.controller.copied = True
+    for k, seconds in ((2, 0.0102), (4, 0.0104), (8, 0.0108)):  # nearly flat: rows are cheap
+        scheduler.target_times.observe(k, seconds)
+    scheduler.draft_seconds = 0.01
+    allotted = scheduler.allot(10)
+    assert allotted[guess.id] == 0 and allotted[copy_.id] >= 4
+
+
 def test_a_request_starts_from_what_the_last_one_measured():
     target, draft_model = prefix_pair()
     scheduler = Scheduler(target, ModelDraft(draft_model), sequences=2)

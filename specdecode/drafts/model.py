@@ -11,7 +11,10 @@ from ..models.base import CausalLM
 from ..sampling import SamplingConfig, adjust, sample
 from .base import Draft, Proposal
 
-CATCH_UP = 4  # a longer backlog of unseen tokens is a prefill: fed and timed apart from the round's drafting
+# A longer backlog of unseen tokens is a prefill: fed in a pass of its own and timed apart from the round's
+# drafting. A shorter one (after a round copied by prompt lookup, or a few plain ones) rides in the round's
+# first pass and counts as drafting: a pass of its own would cost a whole draft pass more.
+CATCH_UP = 32
 
 
 class ModelDraft(Draft):

@@ -12,12 +12,13 @@ Requests join and leave between passes: a lease is handed out in arrival order (
 is free, and given back when its request ends, is cut off or its client goes away.
 
 Rows go where expected tokens are highest (`Scheduler.allot`, for requests whose gamma is "auto" and unseeded):
-each request's next token first, then draft positions by each request's measured acceptance (its j-th draft is
-kept with probability alpha^j), as long as the expected tokens per second of the round rise. A round costs the
-target pass of all its rows, T(rows) (measured, a line: `adaptive.PassTimes`), plus the draft passes of the longest
-gamma. A request served alone chooses as it would alone (its `AdaptiveGamma`). Seeded requests keep their own
-timing-free schedule, so a seed reproduces the text whoever else is served (`engine.timing_free`: except greedy ones
-on a batch-invariant target, whose text no schedule changes).
+each request's next token first, then, one row at a time, the draft position that raises the round's expected
+tokens per second most (a request's j-th draft is kept with probability alpha^j, its measured acceptance), until
+none does. A round costs the target pass of all its rows, T(rows) (measured, a line: `adaptive.PassTimes`), plus
+the draft passes of the longest gamma drafted by a model (a proposal copied from the context, prompt lookup's, runs
+none: its rows cost only their share of the target pass). A request served alone chooses as it would alone (its
+`AdaptiveGamma`). Seeded requests keep their own timing-free schedule, so a seed reproduces the text whoever else is
+served (`engine.timing_free`: except greedy ones on a batch-invariant target, whose text no schedule changes).
 
 Where the models keep one cache each (llama.cpp, transformers), or the draft cannot be forked (a feature draft),
 there is one sequence: requests run one at a time on the models themselves, in arrival order.
@@ -45,6 +46,7 @@ POLL_SECONDS = 0.005  # how often a request waiting its turn looks for it (every
 GRACE_SECONDS = 0.005  # how long a pass waits for a request that holds a lease but is between two rounds
 PASS_LOG = 64  # target passes kept for the page's live view
 PREFILL_CHUNK = 32  # rows of a prompt per pass while others are served (`Scheduled.extend`)
+STEP_ROWS = 4  # a draft pass feeding more rows of one sequence is catching up (a prefill), not a drafting step
 
 
 class Scheduler:
@@ -222,7 +224,7 @@ class Scheduler:
             self.passes.append(record)
             for item in items:
                 item.lease.last_pass = record
-        else:
+        elif max(item.tokens.numel() for item in items) <= STEP_ROWS:  # (not a draft's prefill: a drafting step)
             self.draft_seconds = seconds if self.draft_seconds is None else 0.9 * self.draft_seconds + 0.1 * seconds
 
     # --- rows ----------------------------------------------------------------------------------------------------
@@ -234,6 +236,7 @@ class Scheduler:
         leases = list(self.leased)
         alphas = {lease.id: lease.controller.acceptance(lease.controller.copied) for lease in leases
                   if lease.controller is not None}
+        copies = {lease.id for lease in leases if lease.controller is not None and lease.controller.copied}
         gamma = dict.fromkeys(alphas, 0)
         rows, expected, longest = len(leases), float(len(leases)), 0
         t = self.target_times if self.target_times.measured else (lambda k: 1.0 + self.target.verify_slope * (k - 1))
@@ -242,17 +245,18 @@ class Scheduler:
         def rate(rows: int, expected: float, longest: int) -> float:
             return expected / (t(rows) + longest * draft)
 
-        while True:
-            open_ = [i for i in gamma if gamma[i] < max_gamma]
-            if not open_:
+        while True:  # add the row that raises the rate most, until none does
+            now, best = rate(rows, expected, longest), None
+            for i in (i for i in gamma if gamma[i] < max_gamma):
+                value = alphas[i] ** (gamma[i] + 1)
+                after = longest if i in copies else max(longest, gamma[i] + 1)  # a copy runs no draft pass
+                if rate(rows + 1, expected + value, after) > now:
+                    now, best = rate(rows + 1, expected + value, after), (i, value, after)
+            if best is None:
                 return gamma
-            best = max(open_, key=lambda i: alphas[i] ** (gamma[i] + 1))
-            value = alphas[best] ** (gamma[best] + 1)
-            after = max(longest, gamma[best] + 1)
-            if rate(rows + 1, expected + value, after) <= rate(rows, expected, longest):
-                return gamma
-            gamma[best] += 1
-            rows, expected, longest = rows + 1, expected + value, after
+            i, value, longest = best
+            gamma[i] += 1
+            rows, expected = rows + 1, expected + value
 
 
 class Lease:
