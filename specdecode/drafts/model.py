@@ -54,9 +54,9 @@ class ModelDraft(Draft):
     def begin(self, prompt_ids: list[int]) -> None:
         window = self.model.max_length
         fits = window is None or len(prompt_ids) <= window
-        self._restart(prompt_ids, 0 if fits else len(prompt_ids) - max(1, window // 2))
+        self._restart(0 if fits else len(prompt_ids) - max(1, window // 2))
 
-    def _restart(self, context: list[int], start: int) -> None:
+    def _restart(self, start: int) -> None:
         """Empty the cache and view the context from `start` on (fed at the next proposal)."""
         self.model.rollback(0)
         self.start, self.cached, self._synced = start, [], 0
@@ -81,7 +81,7 @@ class ModelDraft(Draft):
         if window is not None:
             gamma = min(gamma, window)  # the cache ends holding the view and gamma - 1 drafts
             if len(context) - self.start + gamma - 1 > window:  # it would overflow: move the view up
-                self._restart(context, len(context) - (window - max(gamma, window // 2) + 1))
+                self._restart(len(context) - (window - max(gamma, window // 2) + 1))
         if gamma <= 0:
             return Proposal.empty(self.vocab_size)
         view = context[self.start:]

@@ -250,8 +250,8 @@ class Scheduler:
             for i in (i for i in gamma if gamma[i] < max_gamma):
                 value = alphas[i] ** (gamma[i] + 1)
                 after = longest if i in copies else max(longest, gamma[i] + 1)  # a copy runs no draft pass
-                if rate(rows + 1, expected + value, after) > now:
-                    now, best = rate(rows + 1, expected + value, after), (i, value, after)
+                if (added := rate(rows + 1, expected + value, after)) > now:
+                    now, best = added, (i, value, after)
             if best is None:
                 return gamma
             i, value, longest = best
@@ -360,7 +360,7 @@ class Scheduled(CausalLM):
         pass would stall every other request for the whole prefill (rows are bitwise the same however a pass is made
         up, on the engines that batch)."""
         scheduler, tokens = self.lease.scheduler, tokens.view(-1)
-        while keep is not None and len(scheduler.leased) > 1 and len(tokens) - PREFILL_CHUNK >= max(keep, 1):
+        while keep and len(scheduler.leased) > 1 and len(tokens) - PREFILL_CHUNK >= keep:  # (keep 0 / None: all)
             scheduler.submit(self.model, self._bound(), tokens[:PREFILL_CHUNK], 1, self.lease)
             tokens = tokens[PREFILL_CHUNK:]
         return scheduler.submit(self.model, self._bound(), tokens, keep, self.lease)
