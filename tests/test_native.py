@@ -195,6 +195,22 @@ def test_batch_invariance_holds_across_a_key_block_boundary(smollm2_native):
     assert torch.equal(together, torch.cat([model.extend(extra[i:i + 1]) for i in range(8)]))
 
 
+@pytest.mark.parametrize("n", [33, 35, 66, 195])
+def test_a_prompts_last_row_is_the_same_prefilled_whole_or_in_chunks(n, smollm2_native):
+    """torch's flash attention splits a pass's queries into blocks (32 rows below 192): a last block of 1-3 rows
+    would round differently, so the logits of a prompt's last row (the first token's) and the cache would depend on
+    how the prompt was cut into passes (the server prefills in chunks of 32)."""
+    model = smollm2_native.model
+    ids = torch.arange(n) * 37 % 5000 + 100
+    model.rollback(0)
+    whole, after_whole = model.extend(ids, keep=1), model.extend(torch.tensor([7, 8]))
+    model.rollback(0)
+    for start in range(0, n - 32, 32):
+        model.extend(ids[start: start + 32], keep=1)
+    chunked = model.extend(ids[(n - 1) // 32 * 32:], keep=1)
+    assert torch.equal(whole, chunked) and torch.equal(after_whole, model.extend(torch.tensor([7, 8])))
+
+
 def test_greedy_speculative_output_is_bitwise_plain(smollm2_native):
     """On the native path the batch invariance makes greedy identity hold in the format this CPU runs (bf16 or
     int8), on 20 held-out prompts."""

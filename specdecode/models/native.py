@@ -58,6 +58,11 @@ __all__ = ["KEY_BLOCK", "LlamaShape", "NativeLlama", "NativeSequence", "Unsuppor
 KEY_BLOCK = 512  # keys per block of torch's CPU flash attention (kvSplitSize) once there are >= 512 keys
 
 
+def query_block(rows: int) -> int:
+    """Query rows per block of torch's CPU flash attention (its qSplitSize) in a pass of `rows` query rows."""
+    return 32 if rows < 192 else 64 if rows < 768 else 256
+
+
 class NativeLlama(CausalLM):
     """A Llama-family checkpoint behind the `CausalLM` protocol, with a static KV cache (and one more per extra
     sequence: `sequence`, `extend_batch`). Its verify slope is the protocol's default (`VERIFY_SLOPE`, measured on
@@ -158,8 +163,16 @@ class NativeLlama(CausalLM):
         return self._sequences[index]
 
     def _rows(self, k: int) -> int:
-        """Query rows attention computes in a pass of k tokens: k, or the fewest from which it is batch invariant."""
-        return max(k, BATCH_INVARIANT_ROWS.get(self.format, 1)) if self.batch_invariant else k
+        """Query rows attention computes in a pass of k tokens: k, or the fewest from which it is batch invariant.
+        torch's flash attention rounds a block of fewer query rows than that differently, the last block included
+        (35 rows: blocks of 32 and 3), so those passes take a row or more besides."""
+        least = BATCH_INVARIANT_ROWS.get(self.format, 1)
+        if not self.batch_invariant or least == 1:
+            return k
+        rows = max(k, least)
+        while 0 < rows % query_block(rows) < least:
+            rows += 1
+        return rows
 
     def extend(self, tokens: torch.Tensor, keep: int | None = None) -> torch.Tensor:
         return self.extend_batch([(self, tokens, keep)])[0]
