@@ -4,7 +4,8 @@ corrected or bonus token, roll the caches back, repeat.
 Cache invariant: before every round the target has seen every token of the context except the last one. A round
 feeds [last token, d_1 .. d_g] (g + 1 tokens, one forward pass) and gets the g + 1 rows of p it needs; after n
 drafts are accepted it rolls back to keep [last, d_1 .. d_n], and the new last token is the corrected or bonus one.
-Plain decoding is the same loop with g = 0.
+Plain decoding is the same loop with g = 0. The first round is the prompt's prefill: its last row chooses the first
+token (no draft), so the first token costs no pass beyond the prefill.
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ class Round:
 
 @dataclass
 class GenerationStats:
-    """Counters of one run. target_calls counts decoding passes (one per round); the prompt prefill is apart."""
+    """Counters of one run. target_calls counts the target passes that chose tokens, one per round: the first round is
+    the prompt's prefill, whose last row chooses the first token (its time is prefill_seconds, not target_seconds)."""
 
     gamma: int = 0  # the largest gamma any round used
     rounds: int = 0
@@ -86,7 +88,8 @@ class GenerationStats:
     drafted_per_round: list[int] = field(default_factory=list)
     seconds: float = 0.0  # wall clock of the whole run, prefill included
     prefill_seconds: float = 0.0
-    target_seconds: float = 0.0  # time in target decoding passes
+    prefill_rounds: int = 0  # 1 when the first token came from the prefill (a round with no draft)
+    target_seconds: float = 0.0  # time in target decoding passes (the prefill's apart)
     draft_seconds: float = 0.0  # time in draft proposals
 
     @property
@@ -109,9 +112,10 @@ class GenerationStats:
     @property
     def draft_cost(self) -> float | None:
         """Measured c: time of one draft forward pass over time of one target decoding pass."""
-        if not self.draft_calls or not self.target_calls or not self.target_seconds:
+        decoding = self.target_calls - self.prefill_rounds
+        if not self.draft_calls or not decoding or not self.target_seconds:
             return None
-        return (self.draft_seconds / self.draft_calls) / (self.target_seconds / self.target_calls)
+        return (self.draft_seconds / self.draft_calls) / (self.target_seconds / decoding)
 
     def record(self, proposal: Proposal, n_accepted: int, n_emitted: int) -> None:
         """Count a round by what it emitted: when the output ended inside the accepted drafts (a stop token or stop
@@ -159,10 +163,11 @@ class GenerationStats:
 
     def as_dict(self) -> dict:
         """Every counter and derived figure, JSON-ready."""
+        decoding = self.rounds - self.prefill_rounds
         return dataclasses.asdict(self) | {
             "alpha": self.alpha, "tokens_per_target_call": self.tokens_per_target_call,
             "tokens_per_second": self.tokens_per_second, "acceptance_by_position": self.acceptance_by_position,
-            "draft_cost": self.draft_cost, "mean_gamma": self.tokens_drafted / self.rounds if self.rounds else 0.0,
+            "draft_cost": self.draft_cost, "mean_gamma": self.tokens_drafted / decoding if decoding else 0.0,
         }
 
 
@@ -196,6 +201,7 @@ class Generation:
         stop: str | Sequence[str] = (),
         tokenizer: Tokenizer | None = None,
         logprobs: int | None = None,
+        first_from_prefill: bool = True,
     ):
         """The one signature of a run's options (keyword-only; `generate` and `generate_plain` pass them on).
 
@@ -203,6 +209,10 @@ class Generation:
         keep what it learned across runs); without a draft it is unused. With a seed, "auto" uses
         `AdaptiveGamma.reproducible()`, whose schedule does not depend on timings, so that the seed reproduces the
         text (except where any schedule gives the same text: `timing_free`).
+
+        first_from_prefill: the prefill's last row chooses the first token, in a round with no draft (so the first
+        token costs no pass beyond the prefill, as in plain decoding); False: the prompt's last token waits for the
+        first round, which drafts (the page's one-round figure).
 
         stop: stop strings (`stops.StopStrings`), matched on the text `tokenizer` decodes; the tokenizer also gives
         `text()`. logprobs: report each new token's log-probability and this many most likely alternatives."""
@@ -249,6 +259,7 @@ class Generation:
                                      or not 0 <= logprobs <= target.vocab_size):
             raise ValueError(f"logprobs must be an integer in 0..{target.vocab_size} or None, got {logprobs!r}")
         self.top_logprobs = logprobs
+        self.first_from_prefill = first_from_prefill
         self.logprobs: list[TokenLogprob] = []
         self.new_tokens: list[int] = []
         self.stats = GenerationStats()
@@ -259,16 +270,20 @@ class Generation:
         target, draft, stats = self.target, self.draft, self.stats
         context = list(self.prompt)
         target.rollback(0)
-        if len(context) > 1:
-            target.extend(torch.tensor(context[:-1], dtype=torch.int64), keep=1)  # logits unused
-        if draft is not None:
-            draft.begin(context)
-        if self.observe and len(context) > 1:
-            self.observe(target.features)
-        stats.prefill_seconds = time.perf_counter() - start
         empty = Proposal.empty(target.vocab_size)
         try:
-            while len(self.new_tokens) < self.max_new_tokens:
+            # The prefill's last row chooses the first token: a round with no draft (none when no token is asked).
+            prefill = context if self.first_from_prefill else context[:-1]
+            logits = target.extend(torch.tensor(prefill), keep=1) if prefill and self.max_new_tokens else None
+            if draft is not None:
+                draft.begin(list(self.prompt))
+            if self.observe and logits is not None:
+                self.observe(target.features)
+            stats.prefill_seconds = time.perf_counter() - start
+            if logits is not None and self.first_from_prefill:
+                stats.prefill_rounds = 1
+                yield self._close(logits, [], empty, *self._judge(logits, empty), context)
+            while len(self.new_tokens) < self.max_new_tokens and self.stop_reason not in ("stop_token", "stop_string"):
                 room = target.max_length - len(context) if target.max_length else self.max_new_tokens
                 if room < 0:
                     self.stop_reason = "context"
@@ -282,14 +297,7 @@ class Generation:
                 t1 = time.perf_counter()
                 drafted = proposal.tokens.tolist()
                 logits = target.extend(torch.tensor([context[-1], *drafted], dtype=torch.int64))  # [g+1, V]
-                if self.sampling.greedy:  # the same rule with p a point mass, without building p
-                    check_logits(logits)
-                    n_accepted, next_token = verify_greedy(logits, proposal.tokens)
-                else:
-                    p = adjust(logits, self.sampling)
-                    n, token = verify(p[None], proposal.probs[None].to(p.dtype), proposal.tokens[None],
-                                      self.generator)
-                    n_accepted, next_token = int(n), int(token)
+                n_accepted, next_token = self._judge(logits, proposal)
                 target.rollback(target.length - len(drafted) + n_accepted)
                 if self.observe:
                     self.observe(target.features[: n_accepted + 1])
@@ -301,18 +309,30 @@ class Generation:
                 if self.controller:
                     self.controller.update(len(drafted), n_accepted, t2 - t1, drafting, proposal.forward_passes,
                                            copied and not proposal.forward_passes)
-
-                emitted = self._emit([*drafted[:n_accepted], next_token])
-                stats.record(proposal, n_accepted, len(emitted))
-                context += emitted
-                scored = self._score(logits[: len(emitted)], emitted) if self.top_logprobs is not None else []
-                self.logprobs += scored
-                yield Round(drafted, n_accepted, next_token, emitted, scored)
-                if self.stop_reason in ("stop_token", "stop_string"):
-                    break
+                yield self._close(logits, drafted, proposal, n_accepted, next_token, context)
         finally:
             stats.new_tokens = len(self.new_tokens)
             stats.seconds = time.perf_counter() - start
+
+    def _judge(self, logits: torch.Tensor, proposal: Proposal) -> tuple[int, int]:
+        """The rule on one round: logits [g + 1, V] of the target after the context and each draft -> (drafts
+        accepted, the corrected or bonus token)."""
+        if self.sampling.greedy:  # the same rule with p a point mass, without building p
+            check_logits(logits)
+            return verify_greedy(logits, proposal.tokens)
+        p = adjust(logits, self.sampling)
+        n, token = verify(p[None], proposal.probs[None].to(p.dtype), proposal.tokens[None], self.generator)
+        return int(n), int(token)
+
+    def _close(self, logits: torch.Tensor, drafted: list[int], proposal: Proposal, n_accepted: int, next_token: int,
+               context: list[int]) -> Round:
+        """Emit a judged round's tokens (extending context), count it, score it -> its `Round`."""
+        emitted = self._emit([*drafted[:n_accepted], next_token])
+        self.stats.record(proposal, n_accepted, len(emitted))
+        context += emitted
+        scored = self._score(logits[: len(emitted)], emitted) if self.top_logprobs is not None else []
+        self.logprobs += scored
+        return Round(drafted, n_accepted, next_token, emitted, scored)
 
     def _emit(self, tokens: list[int]) -> list[int]:
         """Append a round's tokens to the output, trimmed at max_new_tokens, after the first stop token and after the

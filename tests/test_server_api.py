@@ -264,9 +264,11 @@ def test_live_streams_rounds_then_stats(client):
     final = json.loads(events[-1][1])
     assert sum(r["emitted"] for r in rounds) == final["new_tokens"] == 30
     assert len(rounds) == final["target_calls"] and [r["n_accepted"] for r in rounds] == final["accepted_per_round"]
+    assert not rounds[0]["drafted"] and rounds[0]["pass"] == {"requests": 1, "rows": 2, "yours": 2}  # the prefill's
     for r in rounds:
         assert r["kind"] in ("corrected", "bonus") and r["n_accepted"] <= len(r["drafted"])
         assert {p["kind"] for p in r["parts"]} <= {"accepted", "rejected", "corrected", "bonus"}
+    for r in rounds[1:]:
         assert r["pass"] == {"requests": 1, "rows": len(r["drafted"]) + 1, "yours": len(r["drafted"]) + 1}  # alone
     shown = "".join(p["text"] for r in rounds for p in r["parts"] if p["kind"] != "rejected")
     assert shown == final["text"] and final["target"] == "toy" and final["finish_reason"] == "length"
@@ -293,7 +295,7 @@ def test_live_rounds_say_which_requests_shared_their_target_pass(app, client):
         other.join(60)
         del service.scheduler.submit
     rounds = [json.loads(data) for name, data in sse_events(response.text) if name == "round"]
-    shared = [r for r in rounds if r["pass"]["requests"] == 2]
+    shared = [r for r in rounds[1:] if r["pass"]["requests"] == 2]  # (rounds[0]: the first token, the prefill's)
     assert shared and all(r["pass"]["rows"] > r["pass"]["yours"] == len(r["drafted"]) + 1 for r in shared)
     assert results[0].status_code == 200
 

@@ -22,16 +22,17 @@ def first_match(text: str, stops: list[str]) -> int | None:
 # --- what the stats count -------------------------------------------------------------------------------------------
 
 def test_tokens_accepted_counts_only_emitted_drafts():
-    """A draft identical to the target is always accepted (greedy): the first round drafts "cat sat on the cat", and
-    the stop token "on" ends the output after three of the five accepted drafts. Only those three count."""
+    """A draft identical to the target is always accepted (greedy): after the prefill's "cat", the next round drafts
+    "sat on the cat sat", and the stop token "on" ends the output after two of the five accepted drafts. Only those
+    two count."""
     target, _ = bigram_pair()
     copy = BigramLM(target.table, "copy of the target")
     on = WORDS.index("on")
     result = generate(target, copy, [0], max_new_tokens=50, gamma=5, sampling=SamplingConfig(0), stop_token_ids=[on])
-    assert result.rounds[0].n_accepted == 5 and result.new_tokens == [1, 4, on]
+    assert result.rounds[1].n_accepted == 5 and result.new_tokens == [1, 4, on]
     s = result.stats
-    assert s.tokens_accepted == 3 == sum(s.accepted_per_round) and s.rejections == 0 and s.alpha == 1.0
-    assert s.accepted_at == [1, 1, 1, 0, 0] and s.tested_at == [1, 1, 1, 0, 0]
+    assert s.tokens_accepted == 2 == sum(s.accepted_per_round) and s.rejections == 0 and s.alpha == 1.0
+    assert s.accepted_at == [1, 1, 0, 0, 0] and s.tested_at == [1, 1, 0, 0, 0]
 
 
 @pytest.mark.parametrize("seed", range(30))

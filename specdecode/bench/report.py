@@ -25,7 +25,7 @@ def draft_label(draft: str) -> str:
 
 def _decode_rate(runs: list[dict], method: str, sampling: str) -> float | None:
     mine = [r for r in runs if r["method"] == method and r["sampling"] == sampling and r["stats"]]
-    tokens = sum(r["new_tokens"] for r in mine)
+    tokens = sum(r["new_tokens"] - r["stats"].get("prefill_rounds", 0) for r in mine)  # (the prefill's token apart)
     seconds = sum(r["stats"]["seconds"] - r["stats"]["prefill_seconds"] for r in mine)
     return tokens / seconds if seconds > 0 else None
 
@@ -56,7 +56,7 @@ def add_predictions(report: dict) -> dict:
         plain = _decode_rate(report["runs"], plain_name, m["sampling"])
         mine = _decode_rate(report["runs"], m["method"], m["sampling"])
         stats = [r["stats"] for r in report["runs"] if r["method"] == m["method"] and r["sampling"] == m["sampling"]]
-        gammas = [g for s in stats for g in s["drafted_per_round"]]
+        gammas = [g for s in stats for g in s["drafted_per_round"][s.get("prefill_rounds", 0):]]  # decoding rounds
         draft_calls = sum(s["draft_calls"] for s in stats)
         m["mean_gamma"] = sum(gammas) / len(gammas) if gammas else 0.0
         m["c"] = (sum(s["draft_seconds"] for s in stats) / draft_calls) * plain if draft_calls and plain else 0.0

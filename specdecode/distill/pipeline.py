@@ -107,7 +107,7 @@ def evaluate(target: Target, draft_dir: Path, n_prompts: int, max_new_tokens: in
                          gamma=4, sampling=sampling, seed=seed + i,
                          stop_token_ids=target.tokenizer.stop_token_ids).stats
             accepted, rejected = accepted + s.tokens_accepted, rejected + s.rejections
-            draft_calls, target_calls = draft_calls + s.draft_calls, target_calls + s.target_calls
+            draft_calls, target_calls = draft_calls + s.draft_calls, target_calls + s.target_calls - s.prefill_rounds
             draft_s, target_s = draft_s + s.draft_seconds, target_s + s.target_seconds
         result[name] = {"alpha": acceptance_rate(accepted, rejected) or 0.0, "prompts": len(prompts)}
         result[name]["c"] = (draft_s / draft_calls) / (target_s / target_calls) if draft_calls else None

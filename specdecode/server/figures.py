@@ -89,7 +89,8 @@ def toy_round(request: ToyRoundRequest) -> dict:
     target, draft = bigram_pair()
     seed = request.seed if request.seed is not None else secrets.randbits(62)
     generation = Generation(target, ModelDraft(draft), request.tokens, max_new_tokens=request.gamma + 1,
-                            gamma=request.gamma, sampling=SamplingConfig(request.temperature), seed=seed)
+                            gamma=request.gamma, sampling=SamplingConfig(request.temperature), seed=seed,
+                            first_from_prefill=False)
     steps = iter(generation)
     rnd = next(steps)
     steps.close()
