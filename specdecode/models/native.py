@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -126,6 +126,7 @@ class NativeLlama(CausalLM):
         self.cos, self.sin = cos.to(self.residual_dtype), sin.to(self.residual_dtype)  # [max_length, hd]
         self.key_positions = torch.arange(self.max_length)
         self._caches = [self._new_cache()]  # one per sequence; sequence 0 is this object's own
+        self.reused_tokens = 0  # prompt tokens not computed again: their cells held them already (`_reusable`)
         self._sequences: dict[int, NativeSequence] = {}
 
     def _new_cache(self) -> Cache:
@@ -197,11 +198,14 @@ class NativeLlama(CausalLM):
         x = self.embed[tokens][None]  # [1, T, D]
         cos, sin = self.cos[positions][None], self.sin[positions][None]  # [1, T, hd]
         x, features = run_layers(self.layers, x, lambda i, layer, x: layer(x, self.shape, cos, sin, [
-            Segment(p.first, p.count, p.cache.k[i], p.cache.v[i], p.cache.length, p.k, p.span, p.mask)
+            Segment(p.first, p.count, p.cache.k[i], p.cache.v[i], p.start, p.k, p.span, p.mask)
             for p in plans]), self.feature_layers)
         rows = []  # each part's rows whose logits are wanted (padded where the products are not row-stable)
         for p in plans:
-            p.cache.length += p.k
+            self.reused_tokens += p.start - p.cache.length
+            p.cache.length = p.start + p.k
+            del p.cache.ids[p.start:]
+            p.cache.ids += p.tokens[: p.k].tolist()
             if features is not None:
                 p.sequence.features = features[0, p.first: p.first + p.k]  # [k, F]
             wanted = x[0, p.first + p.k - p.out: p.first + p.k]  # [out, D]
@@ -227,9 +231,12 @@ class NativeLlama(CausalLM):
         else:
             raise ValueError("extend_batch takes this model's own sequences (NativeLlama.sequence)")
         k = tokens.numel()
-        start, end = cache.length, cache.length + k
         if k < 1:
             raise ValueError("a batched pass needs at least one token per sequence")
+        out = min(keep or k, k)
+        skip = self._reusable(cache, tokens[: k - out])
+        tokens, k = tokens[skip:], k - skip
+        start, end = cache.length + skip, cache.length + skip + k
         if end > self.max_length:
             raise ValueError(f"the context window ({self.max_length} tokens) is full")
         rows = self._rows(k)  # query rows attention computes (the last one repeated: see the module docstring)
@@ -246,17 +253,34 @@ class NativeLlama(CausalLM):
             # One additive causal mask per sequence, shared by every layer: [rows, span], 0 = may attend, -inf not.
             mask = torch.zeros(rows, span, dtype=self.residual_dtype).masked_fill_(
                 self.key_positions[:span] > _pad(positions[:k], rows)[:, None], -torch.inf)
-        return Plan(sequence, cache, tokens, positions, first, count, k, min(keep or k, k), span, mask)
+        return Plan(sequence, cache, tokens, positions, start, first, count, k, out, span, mask)
+
+    def _reusable(self, cache: Cache, tokens: torch.Tensor) -> int:
+        """How many of these leading tokens (whose logits are not wanted) the cache's stale tail already holds, as
+        a prompt sharing its start with the last one does: where a row never depends on the pass it is in (int4-dot8
+        always, the padded formats when batch invariant), their cells are bitwise what a pass would write. Not with
+        features wanted, which the skipped rows would lack."""
+        stable = self.kernel_attention or self.batch_invariant and self.format in BATCH_INVARIANT_ROWS
+        if not stable or self.feature_layers or not tokens.numel():
+            return 0
+        skip = 0
+        for new, held in zip(tokens.tolist(), cache.ids[cache.length:], strict=False):
+            if new != held:
+                break
+            skip += 1
+        return skip
 
 
 @dataclass
 class Cache:
     """One sequence's keys and values, [layers, 1, KV, max_length, hd] each, and how many tokens it holds. Rolling
-    back is moving `length`: the stale tail stays, and no mask ever lets a row see it."""
+    back is moving `length`: the stale tail stays, and no mask ever lets a row see it. `ids`: the tokens whose keys
+    and values the cells hold, from cell 0, the stale tail included (what `NativeLlama._reusable` reads)."""
 
     k: torch.Tensor
     v: torch.Tensor
     length: int = 0
+    ids: list[int] = field(default_factory=list)
 
     def rollback(self, length: int) -> None:
         if not 0 <= length <= self.length:
@@ -273,6 +297,7 @@ class Plan:
     cache: Cache
     tokens: torch.Tensor  # [count]
     positions: torch.Tensor  # [count]
+    start: int  # the cache cell of its first token
     first: int
     count: int
     k: int
