@@ -214,7 +214,7 @@ def test_a_prompts_last_row_is_the_same_prefilled_whole_or_in_chunks(n, smollm2_
 def test_a_prompt_sharing_its_start_with_the_cached_one_reuses_its_cells(smollm2_native):
     """A prompt that starts as the cache's last one did (a system prompt, a chat's earlier turns) feeds only the rest:
     the cells of the shared start are bitwise what a pass would write, so the logits are a fresh prefill's. Cells
-    written over since (after a rollback) are not reused."""
+    written over since (after a rollback) are not reused, nor any after `clear`."""
     model = smollm2_native.model
     cached, fresh = model.sequence(1), model.sequence(2)
     shared = (torch.arange(40) * 37 % 5000 + 100).tolist()
@@ -239,6 +239,8 @@ def test_a_prompt_sharing_its_start_with_the_cached_one_reuses_its_cells(smollm2
     cached.extend(torch.tensor([1, 2, 3]))  # cells 10.. written over
     cached.rollback(0)
     check(second, 10)
+    cached.clear()  # a cold start
+    check(second, 0)
 
 
 def test_greedy_speculative_output_is_bitwise_plain(smollm2_native):

@@ -175,6 +175,22 @@ def test_request_gamma_overrides_the_default(client):
 
 # --- the page's endpoints -------------------------------------------------------------------------------------------
 
+def test_cache_prompt_false_starts_the_request_cold(client, monkeypatch):
+    """llama.cpp's field: with cache_prompt false the serving sequences (the target's, the draft model's) forget the
+    cells they hold before the prefill, so nothing of an earlier request is reused; by default they keep them."""
+    from specdecode.server.scheduler import Scheduled
+
+    cleared = []
+    monkeypatch.setattr(Scheduled, "clear", lambda self: cleared.append(self.model))
+    first = complete(client, prompt="the cat", max_tokens=4, temperature=0)
+    assert not cleared
+    again = complete(client, prompt="the cat", max_tokens=4, temperature=0, cache_prompt=False)
+    service = client.app.state.service
+    assert {id(m) for m in cleared} == {id(service.scheduler.target), id(service.scheduler.draft.model)}
+    assert again["choices"][0]["text"] == first["choices"][0]["text"]
+    assert client.post("/v1/completions", json={"prompt": "the cat", "cache_prompt": "no"}).status_code == 400
+
+
 def test_toy_round_runs_exactly_one_round(client):
     tokens, produced, runs = [0], 0, 0
     for i in range(12):

@@ -252,7 +252,7 @@ def start_ours(target: str, draft: str | None, threads: int, clients: int, reque
 
     url = f"http://127.0.0.1:{port}"
     wait_healthy(url, process, log, "our server", startup_seconds, lambda: stop(process, log))
-    return Served("ours", url, lambda: stop(process, log), exact=True)
+    return Served("ours", url, lambda: stop(process, log), {"cache_prompt": False}, exact=True)
 
 
 def llama_server_files(target: str, draft: str | None) -> tuple[Path | None, Path | None, str | None]:
@@ -275,7 +275,7 @@ def llama_server_files(target: str, draft: str | None) -> tuple[Path | None, Pat
 
 def start_llama_server(gguf: Path, threads: int, clients: int, draft: Path | None = None) -> Served:
     """llama-server on `gguf` with `clients` slots (-np; each slot the context one request had alone), continuous
-    batching as it runs by default, its prompt cache off (the same prompts run at 1 and at N clients)."""
+    batching as it runs by default, its prompt cache off (the same prompts run at 1 and at N clients: so is ours)."""
     from .llama_server import LlamaServer
 
     flags = ["--jinja"]

@@ -48,6 +48,8 @@ def ours(name: str, target: CausalLM, draft: Draft | None, gamma: int | str, sto
 
     def run(prompt_ids, sampling, max_new_tokens, seed):
         target.clear()  # no reuse of another run's cached prompt: every method starts cold
+        if draft is not None:
+            draft.clear()
         generation = Generation(target, draft, prompt_ids, max_new_tokens=max_new_tokens, gamma=schedule,
                                 sampling=sampling, seed=seed, stop_token_ids=stops)
         with torch_threads(target.torch_threads):

@@ -56,6 +56,9 @@ class Draft(Protocol):
         """Propose up to gamma tokens to follow context (the prompt and every token generated so far)."""
         ...
 
+    def clear(self) -> None:
+        """Forget anything kept for reuse between sequences (a model's cached cells): a cold start."""
+
     def copies(self, context: list[int]) -> bool:
         """Whether this round's proposal would be copied from the context (prompt lookup's, no draft pass: only its
         verify rows cost), so that adaptive gamma prices it apart from a model's guesses."""

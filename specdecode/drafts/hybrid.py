@@ -33,6 +33,9 @@ class HybridDraft(Draft):
         self.lookup.begin(prompt_ids)
         self.fallback.begin(prompt_ids)
 
+    def clear(self) -> None:
+        self.fallback.clear()
+
     def copies(self, context: list[int]) -> bool:
         return self.lookup.match(context) is not None
 

@@ -56,6 +56,9 @@ class ModelDraft(Draft):
         fits = window is None or len(prompt_ids) <= window
         self._restart(0 if fits else len(prompt_ids) - max(1, window // 2))
 
+    def clear(self) -> None:
+        self.model.clear()
+
     def _restart(self, start: int) -> None:
         """Empty the cache and view the context from `start` on (fed at the next proposal)."""
         self.model.rollback(0)

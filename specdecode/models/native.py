@@ -152,6 +152,9 @@ class NativeLlama(CausalLM):
     def rollback(self, length: int) -> None:
         self._caches[0].rollback(length)
 
+    def clear(self) -> None:
+        self._caches[0].clear()
+
     def sequence(self, index: int) -> CausalLM:
         """Sequence `index` (0: this object): a view with a KV cache of its own, on the same weights. Passes of
         several sequences run together through `extend_batch`."""
@@ -287,6 +290,11 @@ class Cache:
             raise ValueError(f"cannot roll back to {length}: the cache holds {self.length} tokens")
         self.length = length
 
+    def clear(self) -> None:
+        """Empty, the stale tail forgotten: nothing is reused after this."""
+        self.length = 0
+        self.ids.clear()
+
 
 @dataclass
 class Plan:
@@ -325,6 +333,9 @@ class NativeSequence(CausalLM):
 
     def rollback(self, length: int) -> None:
         self.model._caches[self.index].rollback(length)
+
+    def clear(self) -> None:
+        self.model._caches[self.index].clear()
 
     def extend(self, tokens: torch.Tensor, keep: int | None = None) -> torch.Tensor:
         return self.model.extend_batch([(self, tokens, keep)])[0]

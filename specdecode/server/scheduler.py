@@ -354,6 +354,9 @@ class Scheduled(CausalLM):
     def rollback(self, length: int) -> None:
         self._bound().rollback(length)
 
+    def clear(self) -> None:
+        self._bound().clear()
+
     def extend(self, tokens: torch.Tensor, keep: int | None = None) -> torch.Tensor:
         """tokens [k] -> logits [min(keep or k, k), V], from the next pass of the model. While other requests hold
         sequences, a prompt's prefill goes in chunks of PREFILL_CHUNK rows, one per pass, beside their rows: one long

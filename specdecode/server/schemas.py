@@ -107,6 +107,9 @@ class OpenAIRequest(Sampling):
     stream_options: StreamOptions | None = None
     n: int = Field(1, ge=1, le=MAX_CHOICES, description="choices, each its own generation (seeded: seed + index)")
     stop: str | list[str] | None = Field(None, description="up to 4 stop strings: the text ends before the first")
+    cache_prompt: bool = Field(True, description="llama.cpp's field: reuse the cells of the prompt's start that the "
+                               "serving sequence still holds from its last request (bitwise a fresh prefill's); "
+                               "false: prefill the whole prompt (a cold start, as benchmarks want)")
 
     def unsupported(self) -> tuple[str, str] | None:
         """(the field, why) of the first field sent that the server cannot honour, or None."""

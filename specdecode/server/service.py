@@ -63,6 +63,7 @@ class Job:
     gamma: int | str  # drafts per round, "auto", or 0 without a draft
     prompt: list[int] = dataclasses.field(default_factory=list)
     echo: str | None = None  # the prompt's text, when the answer starts with it
+    cold: bool = False  # reuse no cached cells of an earlier request (cache_prompt false)
     # With echo and logprobs: each prompt token's after the first (`Service.score`), else None
     prompt_logprobs: list[TokenLogprob] | None = None
 
@@ -225,7 +226,8 @@ class Service:
                                   stop_token_ids=tokenizer.stop_token_ids, stop=stop, tokenizer=tokenizer,
                                   logprobs=request.top_logprobs_wanted) for i in range(choices)]
         echo = request.prompt if isinstance(request, CompletionRequest) and request.echo else None
-        return Job(loaded, lease, generations, len(ids), gamma if loaded.draft is not None else 0, list(ids), echo)
+        return Job(loaded, lease, generations, len(ids), gamma if loaded.draft is not None else 0, list(ids), echo,
+                   cold=isinstance(request, OpenAIRequest) and not request.cache_prompt)
 
     async def verify_costs(self) -> dict:
         """The served target's measured pass costs, T(k) for k = 1, 2, 4, 8, 16 (measured once, between
@@ -259,6 +261,10 @@ class Service:
         except TimeoutError:
             raise APIError(f"the server is busy: the request waited its turn past the time limit "
                            f"({self.request_timeout:g} s)", 503, code="server_busy") from None
+        if job.cold:  # (the sequence is this job's now, and no pass of it runs until its first round)
+            job.lease.target.clear()
+            if job.lease.draft is not None:
+                job.lease.draft.clear()
         return True
 
     def _step(self, steps: Iterator[Round]):
