@@ -211,11 +211,13 @@ def test_a_prompts_last_row_is_the_same_prefilled_whole_or_in_chunks(n, smollm2_
     assert torch.equal(whole, chunked) and torch.equal(after_whole, model.extend(torch.tensor([7, 8])))
 
 
-def test_a_prompt_sharing_its_start_with_the_cached_one_reuses_its_cells(smollm2_native):
+def test_a_prompt_sharing_its_start_with_the_cached_one_reuses_its_cells(smollm2_native, monkeypatch):
     """A prompt that starts as the cache's last one did (a system prompt, a chat's earlier turns) feeds only the rest:
     the cells of the shared start are bitwise what a pass would write, so the logits are a fresh prefill's. Cells
-    written over since (after a rollback) are not reused, nor any after `clear`."""
+    written over since (after a rollback) are not reused, nor any after `clear`, nor any while a feature draft
+    wants every row's features."""
     model = smollm2_native.model
+    monkeypatch.setattr(model, "feature_layers", ())  # (a feature draft loaded by an earlier test sets them)
     cached, fresh = model.sequence(1), model.sequence(2)
     shared = (torch.arange(40) * 37 % 5000 + 100).tolist()
     first, second = torch.tensor([*shared, 7, 8, 9]), torch.tensor([*shared, 11, 12, 13, 14])
@@ -240,6 +242,9 @@ def test_a_prompt_sharing_its_start_with_the_cached_one_reuses_its_cells(smollm2
     cached.rollback(0)
     check(second, 10)
     cached.clear()  # a cold start
+    check(second, 0)
+    cached.rollback(0)
+    monkeypatch.setattr(model, "feature_layers", (2,))
     check(second, 0)
 
 
