@@ -110,12 +110,16 @@ class GenerationStats:
         return [a / t if t else None for a, t in zip(self.accepted_at, self.tested_at, strict=True)]
 
     @property
+    def decoding_calls(self) -> int:
+        """Target passes after the prefill's (one per decoding round): those target_seconds times."""
+        return self.target_calls - self.prefill_rounds
+
+    @property
     def draft_cost(self) -> float | None:
         """Measured c: time of one draft forward pass over time of one target decoding pass."""
-        decoding = self.target_calls - self.prefill_rounds
-        if not self.draft_calls or not decoding or not self.target_seconds:
+        if not self.draft_calls or not self.decoding_calls or not self.target_seconds:
             return None
-        return (self.draft_seconds / self.draft_calls) / (self.target_seconds / decoding)
+        return (self.draft_seconds / self.draft_calls) / (self.target_seconds / self.decoding_calls)
 
     def record(self, proposal: Proposal, n_accepted: int, n_emitted: int) -> None:
         """Count a round by what it emitted: when the output ended inside the accepted drafts (a stop token or stop
@@ -163,7 +167,7 @@ class GenerationStats:
 
     def as_dict(self) -> dict:
         """Every counter and derived figure, JSON-ready."""
-        decoding = self.rounds - self.prefill_rounds
+        decoding = self.decoding_calls
         return dataclasses.asdict(self) | {
             "alpha": self.alpha, "tokens_per_target_call": self.tokens_per_target_call,
             "tokens_per_second": self.tokens_per_second, "acceptance_by_position": self.acceptance_by_position,

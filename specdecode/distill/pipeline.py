@@ -13,9 +13,8 @@ import torch
 from safetensors.torch import save_file
 from tqdm import tqdm
 
-from ..analysis import acceptance_rate
 from ..drafts.ngram import NgramTable
-from ..engine import generate
+from ..engine import GenerationStats, generate
 from ..load import OUTPUT_VOCABULARY, Target, load_draft
 from ..prompts import load_prompts
 from ..sampling import SamplingConfig
@@ -100,17 +99,12 @@ def evaluate(target: Target, draft_dir: Path, n_prompts: int, max_new_tokens: in
     prompts = prompts[:: max(1, len(prompts) // n_prompts)][:n_prompts]
     result = {}
     for name, sampling in (("temperature_0", SamplingConfig(0)), ("temperature_1", SamplingConfig(1.0))):
-        accepted = rejected = draft_calls = target_calls = 0
-        draft_s = target_s = 0.0
-        for i, p in enumerate(tqdm(prompts, desc=f"held-out alpha ({name.replace('_', ' ')})", unit="prompt")):
-            s = generate(target.model, draft, target.tokenizer.encode(p.prompt), max_new_tokens=max_new_tokens,
+        bar = tqdm(prompts, desc=f"held-out alpha ({name.replace('_', ' ')})", unit="prompt")
+        runs = [generate(target.model, draft, target.tokenizer.encode(p.prompt), max_new_tokens=max_new_tokens,
                          gamma=4, sampling=sampling, seed=seed + i,
-                         stop_token_ids=target.tokenizer.stop_token_ids).stats
-            accepted, rejected = accepted + s.tokens_accepted, rejected + s.rejections
-            draft_calls, target_calls = draft_calls + s.draft_calls, target_calls + s.target_calls - s.prefill_rounds
-            draft_s, target_s = draft_s + s.draft_seconds, target_s + s.target_seconds
-        result[name] = {"alpha": acceptance_rate(accepted, rejected) or 0.0, "prompts": len(prompts)}
-        result[name]["c"] = (draft_s / draft_calls) / (target_s / target_calls) if draft_calls else None
+                         stop_token_ids=target.tokenizer.stop_token_ids).stats for i, p in enumerate(bar)]
+        total = GenerationStats.total(runs)
+        result[name] = {"alpha": total.alpha or 0.0, "prompts": len(prompts), "c": total.draft_cost}
     return result
 
 
