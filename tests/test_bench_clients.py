@@ -75,6 +75,16 @@ def test_cli_report(tmp_path, capsys):
     markdown = (out / "clients.md").read_text()
     assert "## Load: 2 concurrent clients, toy" in markdown and "| ours | toy-bigram-draft | 2 |" in markdown
 
+    # The same requests in process, one at a time: the same answers as ours served alone (a check that can fail).
+    inproc = report["in_process"]
+    assert inproc["method"] == "ours in process" and inproc["draft"] == "toy-bigram-draft"
+    assert inproc["load"]["errors"] == 0 and inproc["load"]["tokens"] == 30 and inproc["load"]["clients"] == 1
+    assert inproc["mismatches"] == 0 and inproc["compared"] == 6 and inproc["served_over_in_process"] > 0
+    assert "| ours in process | toy-bigram-draft |" in markdown and not clients.warnings(report)
+    report["in_process"] |= {"mismatches": 1, "mismatched": ["toy-3"]}
+    assert clients.warnings(report) == ["MISMATCH: 1 of 6 answers of ours served alone differ from the same request "
+                                        "run in process (toy-3)"]
+
 
 @pytest.mark.parametrize("n", ["0", "-1"])
 def test_bad_clients_is_one_line(n, capsys):

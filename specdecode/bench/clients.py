@@ -17,6 +17,10 @@ request's TPOT: a chunk may carry a round of several tokens, so chunk gaps alone
 p50/p95 beside it. Exactness: with temperature 0 each request's text from our server under N clients must equal the
 same request's text served alone (the 1-client load); mismatches are counted and reported, never fatal.
 
+Beside the servers, the same requests run in this process by the library itself, one at a time, with no server and no
+scheduler (`InProcess`): single-request speculative decoding, which our server's 1-client load should match. The two
+alternate prompt by prompt (which goes first alternating too), so a CPU whose speed drifts over minutes shifts both.
+
 Bounded: each request has a timeout, each load a cap (its clients' shares at that timeout, plus a margin), a server
 that does not come up in time is a one-line ValueError; nothing here waits without a deadline.
 """
@@ -217,6 +221,12 @@ async def _load(served: Served, prompts: list[Prompt], clients: int, max_tokens:
     return Load(served.name, clients, seconds, outcomes, capped)
 
 
+def merged(loads: list[Load]) -> Load:
+    """One load of several run one after another (their wall times added)."""
+    return Load(loads[0].method, loads[0].clients, sum(load.seconds for load in loads),
+                [o for load in loads for o in load.outcomes], any(load.capped for load in loads))
+
+
 def warm_up(served: Served, prompt: Prompt, max_tokens: int, timeout: float = STARTUP_SECONDS) -> Outcome:
     """One untimed request (ours loads its models on the first); a failure is a one-line ValueError."""
 
@@ -284,6 +294,76 @@ def start_llama_server(gguf: Path, threads: int, clients: int, draft: Path | Non
     server = LlamaServer(gguf, threads, flags, context=4096 * clients, slots=clients)
     name = "llama-server plain" if draft is None else f"llama-server draft {draft.stem}"
     return Served(name, f"http://127.0.0.1:{server.port}", server.close, {"cache_prompt": False})
+
+
+class InProcess:
+    """The requests the clients send, run by the library in this process one at a time (`Generation`, as `specdecode
+    generate` runs it): the same models and draft as `specdecode serve` loads by default, the same chat template,
+    greedy, gamma "auto" with one controller kept across requests (as the server keeps what its last request
+    learned), each request cold (target and draft forget cached prompts first, as cache_prompt false asks of ours)."""
+
+    name = "ours in process"
+
+    def __init__(self, target: str, draft: str | None, threads: int):
+        from ..adaptive import AdaptiveGamma
+        from ..load import default_draft, load_draft, load_target
+
+        self.threads = threads
+        self.target = load_target(target)
+        self.draft = load_draft(draft or default_draft(self.target), self.target)
+        self.draft_name = self.draft.name if self.draft is not None else "none"
+        self.schedule = AdaptiveGamma.for_target(self.target.model)
+
+    def request(self, prompt: Prompt, max_tokens: int) -> Outcome:
+        """One request as a client of the server would see it: times from its start, the text of its rounds."""
+        from ..cpu import torch_threads
+        from ..engine import Generation, timing_free
+        from ..sampling import GREEDY
+
+        model, tokenizer = self.target.model, self.target.tokenizer
+        out = Outcome(prompt.id, 0)
+        start = time.perf_counter()
+        with torch_threads(self.threads):
+            ids = tokenizer.encode_chat([{"role": "user", "content": prompt.prompt}])
+            model.clear()
+            if self.draft is not None:
+                self.draft.clear()
+            # (a seed whose text the schedule could change gets Generation's own timing-free schedule, as in serve)
+            schedule = "auto" if self.draft is None or timing_free(SEED, GREEDY, model) else self.schedule
+            generation = Generation(model, self.draft, ids, max_new_tokens=max_tokens, gamma=schedule,
+                                    sampling=GREEDY, seed=SEED, stop_token_ids=tokenizer.stop_token_ids,
+                                    tokenizer=tokenizer)
+            shown, previous = 0, None
+            for _ in generation:
+                text = generation.text(final=False)
+                if len(text) > shown:  # a round whose text a client would get as a chunk
+                    now = time.perf_counter() - start
+                    if out.ttft is None:
+                        out.ttft = now
+                    else:
+                        out.gaps.append(now - previous)
+                    previous = out.last = now
+                    shown = len(text)
+        out.seconds = time.perf_counter() - start
+        out.text, out.tokens, out.prompt_tokens = generation.text(), len(generation.new_tokens), len(ids)
+        out.speculative = generation.stats.as_dict() | {"draft": self.draft_name}
+        return out
+
+
+def run_alone(served: Served, in_process: InProcess, prompts: list[Prompt], max_tokens: int,
+              request_timeout: float, progress: bool = True) -> tuple[Load, Load]:
+    """Our server with 1 client and the same requests in process, prompt by prompt in turn (the server first on
+    even prompts, the library on odd ones) -> (the server's 1-client load, the in-process load)."""
+    served_loads, outcomes, seconds = [], [], 0.0
+    for i, prompt in enumerate(tqdm(prompts, desc=f"{served.name} and {in_process.name}, 1 client", unit="request",
+                                    file=sys.stderr, disable=not progress, leave=False)):
+        for turn in ((0, 1) if i % 2 == 0 else (1, 0)):
+            if turn == 0:
+                served_loads.append(run_load(served, [prompt], 1, max_tokens, request_timeout, progress=False))
+            else:
+                outcomes.append(in_process.request(prompt, max_tokens))
+                seconds += outcomes[-1].seconds
+    return merged(served_loads), Load(in_process.name, 1, seconds, outcomes)
 
 
 # Figures
@@ -404,16 +484,37 @@ def run_clients(target: str, draft: str | None, clients: int, prompts: list[Prom
         for served in servers:
             warmed = warm_up(served, prompts[0], min(max_tokens, 8))
             drafts[served.name] = (warmed.speculative or {}).get("draft")
+        say(f"{InProcess.name}: loading {target} ...")
+        in_process = InProcess(target, draft, threads)
+        in_process.request(prompts[0], min(max_tokens, 8))  # (untimed, as the servers' warm-up)
         for count in dict.fromkeys((1, clients)):
             for served in servers if count == 1 else servers[::-1]:
-                loads[(served.name, count)] = run_load(served, prompts, count, max_tokens, request_timeout,
-                                                       progress=progress)
+                if count == 1 and served is servers[0]:  # ours, alternating with the same requests in process
+                    loads[(served.name, 1)], alone = run_alone(served, in_process, prompts, max_tokens,
+                                                               request_timeout, progress)
+                else:
+                    loads[(served.name, count)] = run_load(served, prompts, count, max_tokens, request_timeout,
+                                                           progress=progress)
     methods = compare(loads, {s.name: s.exact for s in servers}, clients)
     for m in methods:
         m["draft"] = drafts.get(m["method"])
     return {"target": target, "draft": draft, "clients": clients, "max_new_tokens": max_tokens, "seed": SEED,
             "endpoint": CHAT, "request_timeout": request_timeout, "prompts": [p.id for p in prompts],
-            "llama_server_skipped": skipped, "methods": methods, "seconds": time.perf_counter() - started}
+            "llama_server_skipped": skipped, "methods": methods,
+            "in_process": versus_in_process(alone, loads[(servers[0].name, 1)], in_process.draft_name),
+            "seconds": time.perf_counter() - started}
+
+
+def versus_in_process(alone: Load, served: Load, draft: str) -> dict:
+    """The in-process load's figures, our server's 1-client tokens/s over it, and the requests whose text differs
+    between the two."""
+    figures, ours = summarize(alone), summarize(served)
+    different = mismatches(served.outcomes, texts(alone))
+    return {"method": alone.method, "draft": draft, "load": figures,
+            "served_over_in_process": ours["tokens_per_second"] / figures["tokens_per_second"]
+            if figures["tokens_per_second"] else None,
+            "compared": len([o for o in served.outcomes if o.error is None and o.prompt_id in texts(alone)]),
+            "mismatches": len(different), "mismatched": different}
 
 
 # Report
@@ -430,9 +531,12 @@ def _latency_cells(figures: dict, keys: tuple[str, ...]) -> str:
 
 
 def warnings(report: dict) -> list[str]:
-    """Lines that must not be missed: answers under load that differ from the same request alone (ours claims
-    none), and requests that failed."""
+    """Lines that must not be missed: answers of ours served alone that differ from the library's in process, answers
+    under load that differ from the same request alone (ours claims none), and requests that failed."""
     lines = []
+    if (inproc := report.get("in_process")) and inproc["mismatches"]:
+        lines.append(f"MISMATCH: {inproc['mismatches']} of {inproc['compared']} answers of ours served alone differ "
+                     f"from the same request run in process ({', '.join(inproc['mismatched'][:8])})")
     for m in report["methods"]:
         if m["mismatches"] and m["exact"]:
             lines.append(f"MISMATCH: {m['method']}: {m['mismatches']} of {m['compared']} answers under "
@@ -487,6 +591,22 @@ def markdown(report: dict) -> str:
             rate = "" if c["tokens_per_second"] is None else f"{c['tokens_per_second']:.1f}"
             lines.append(f"| {m['method']} | {c['client']} | {c['requests']} | {c['tokens']} | {rate} | "
                          f"{_latency_cells(c, LATENCIES[:4])} | {c['errors']} |")
+    if inproc := report.get("in_process"):
+        load, ours = inproc["load"], report["methods"][0]["loads"]["1"]
+        theirs = base["loads"]["1"]["tokens_per_second"] if base else None
+        lines += ["", "### One client: the server beside the library", "",
+                  "The same requests run in this process by the library, one at a time (no server, no scheduler: "
+                  "single-request speculative decoding), alternating prompt by prompt with the 1-client load of "
+                  f"{report['methods'][0]['method']} above.", "",
+                  "| method | draft | tokens/s | ours served over it | vs llama-server plain | TTFT p50 | TTFT p95 | "
+                  "per-token p50 | per-token p95 | tokens/target call | errors | answers differing from ours served |",
+                  "|---" * 12 + "|",
+                  f"| {inproc['method']} | {inproc['draft']} | {load['tokens_per_second']:.1f} | "
+                  f"{fmt(inproc['served_over_in_process'], '.3f', 'x')} | "
+                  f"{fmt(load['tokens_per_second'] / theirs, '.2f', 'x') if theirs else ''} | "
+                  f"{_latency_cells(load, LATENCIES[:4])} | {fmt(load['tokens_per_target_call'])} | "
+                  f"{load['errors']} of {load['requests']} | {inproc['mismatches']} of {inproc['compared']} |",
+                  "", f"Ours served, 1 client: {ours['tokens_per_second']:.1f} tokens/s."]
     if warned := warnings(report):
         lines += ["", *[f"**{line}**" for line in warned]]
     return "\n".join(lines) + "\n"
