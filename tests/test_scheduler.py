@@ -21,8 +21,8 @@ GREEDY = SamplingConfig(0)
 SAMPLED = SamplingConfig(1.0)
 
 
-def acquired(scheduler: Scheduler):
-    lease = scheduler.lease()
+def acquired(scheduler: Scheduler, prompt: list[int] = ()):
+    lease = scheduler.lease(prompt)
     assert anyio.run(scheduler.acquire, lease, time.monotonic() + 30, None)
     return lease
 
@@ -165,6 +165,35 @@ def test_leases_are_handed_out_in_arrival_order():
         assert order == [lease.id for lease in reversed(leases)]
 
     anyio.run(scenario)
+
+
+def test_a_prompt_gets_the_free_sequence_that_holds_its_start(smollm2_native, monkeypatch):
+    """A chat's next turn goes to the sequence its last turn left its cells in, whoever came between, and reuses
+    them; a prompt that no sequence holds, or a lease given no prompt, gets the first free sequence as before."""
+    model = smollm2_native.model
+    monkeypatch.setattr(model, "feature_layers", ())  # (a feature draft loaded by an earlier test sets them)
+    scheduler = Scheduler(model, None, sequences=3)
+    turns = {name: (torch.arange(40) * step % 5000 + start).tolist() for name, step, start in (("a", 37, 100),
+                                                                                              ("b", 41, 200))}
+
+    def served(prompt: list[int]) -> int:
+        """The sequence the request was served on."""
+        lease = acquired(scheduler, prompt)
+        try:
+            index = lease.index
+            Generation(lease.target, None, prompt, max_new_tokens=3, gamma=1, sampling=GREEDY).run()
+            return index
+        finally:
+            scheduler.release(lease)
+
+    assert [served(turns["a"]), served(turns["b"])] == [1, 2]  # (free now: 3, 1, 2)
+    before = model.reused_tokens
+    assert served(turns["b"] + [7, 8]) == 2 and model.reused_tokens - before >= 40
+    assert served(turns["a"] + [9]) == 1
+    assert served([5, 6, 7]) == 3  # held nowhere: the first free one (free now: 2, 1, 3)
+    lease = acquired(scheduler, ())  # no prompt given (a cold request): the first free one
+    assert lease.index == 2
+    scheduler.release(lease)
 
 
 def test_a_waiting_lease_gives_up_at_its_deadline_and_when_its_client_leaves():

@@ -73,7 +73,9 @@ def check_speculative(spec: dict, completion_tokens: int) -> None:
     assert spec["draft"] == "toy-bigram-draft" and spec["gamma"] == "auto"  # the server's default schedule
     assert len(spec["accepted_per_round"]) == len(spec["drafted_per_round"]) == spec["target_calls"] >= 1
     assert all(0 <= n <= g for n, g in zip(spec["accepted_per_round"], spec["drafted_per_round"], strict=True))
-    assert spec["mean_gamma"] == pytest.approx(sum(spec["drafted_per_round"]) / spec["target_calls"])
+    # (the first round is the prefill's: it chose the first token and drafted nothing)
+    assert spec["prefill_rounds"] == 1 and spec["drafted_per_round"][0] == 0
+    assert spec["mean_gamma"] == pytest.approx(sum(spec["drafted_per_round"]) / (spec["target_calls"] - 1))
     # every round emits its accepted drafts plus one corrected or bonus token (the toy has no stop token)
     assert sum(spec["accepted_per_round"]) + spec["target_calls"] == completion_tokens
     assert spec["tokens_per_target_call"] == pytest.approx(completion_tokens / spec["target_calls"])

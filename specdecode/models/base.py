@@ -12,6 +12,7 @@ defaults here, once, and an engine that has them overrides them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -41,6 +42,12 @@ class CausalLM(Protocol):
     def clear(self) -> None:
         """Empty the cache and anything kept for reuse, as a cold start (the bench starts every method so)."""
         self.rollback(0)
+
+    def cached(self, prompt: Sequence[int]) -> int:
+        """How many of a prompt's leading tokens a prefill from an empty cache would not compute again, their cells
+        kept from an earlier one (a chat's earlier turns; the last token is always computed: its logits are
+        wanted). 0 where nothing is kept."""
+        return 0
 
     @property
     def length(self) -> int:

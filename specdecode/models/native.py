@@ -24,7 +24,7 @@ its sequence's own pass gives it, on the same terms as above.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -237,7 +237,7 @@ class NativeLlama(CausalLM):
         if k < 1:
             raise ValueError("a batched pass needs at least one token per sequence")
         out = min(keep or k, k)
-        skip = self._reusable(cache, tokens[: k - out])
+        skip = self._reusable(cache, tokens[: k - out].tolist(), cache.length)
         tokens, k = tokens[skip:], k - skip
         start, end = cache.length + skip, cache.length + skip + k
         if end > self.max_length:
@@ -258,20 +258,24 @@ class NativeLlama(CausalLM):
                 self.key_positions[:span] > _pad(positions[:k], rows)[:, None], -torch.inf)
         return Plan(sequence, cache, tokens, positions, start, first, count, k, out, span, mask)
 
-    def _reusable(self, cache: Cache, tokens: torch.Tensor) -> int:
-        """How many of these leading tokens (whose logits are not wanted) the cache's stale tail already holds, as
-        a prompt sharing its start with the last one does: where a row never depends on the pass it is in (int4-dot8
-        always, the padded formats when batch invariant), their cells are bitwise what a pass would write. Not with
-        features wanted, which the skipped rows would lack."""
+    def _reusable(self, cache: Cache, tokens: list[int], start: int) -> int:
+        """How many of these leading tokens (whose logits are not wanted), fed from cell `start`, the cells there
+        already hold (`Cache.ids`: the stale tail too, as a prompt sharing its start with the last one finds it):
+        where a row never depends on the pass it is in (int4-dot8 always, the padded formats when batch invariant),
+        their cells are bitwise what a pass would write. Not with features wanted, which the skipped rows would
+        lack."""
         stable = self.kernel_attention or self.batch_invariant and self.format in BATCH_INVARIANT_ROWS
-        if not stable or self.feature_layers or not tokens.numel():
+        if not stable or self.feature_layers:
             return 0
         skip = 0
-        for new, held in zip(tokens.tolist(), cache.ids[cache.length:], strict=False):
+        for new, held in zip(tokens, cache.ids[start:], strict=False):
             if new != held:
                 break
             skip += 1
         return skip
+
+    def cached(self, prompt: Sequence[int]) -> int:
+        return self._reusable(self._caches[0], list(prompt[:-1]), 0)
 
 
 @dataclass
@@ -336,6 +340,9 @@ class NativeSequence(CausalLM):
 
     def clear(self) -> None:
         self.model._caches[self.index].clear()
+
+    def cached(self, prompt: Sequence[int]) -> int:
+        return self.model._reusable(self.model._caches[self.index], list(prompt[:-1]), 0)
 
     def extend(self, tokens: torch.Tensor, keep: int | None = None) -> torch.Tensor:
         return self.model.extend_batch([(self, tokens, keep)])[0]

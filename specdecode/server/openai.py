@@ -32,8 +32,8 @@ def speculative(job: Job) -> dict:
             "accepted_per_round": list(stats.accepted_per_round),
             "drafted_per_round": list(stats.drafted_per_round), "alpha": stats.alpha,
             "tokens_per_target_call": stats.tokens_per_target_call, "tokens_per_second": stats.tokens_per_second,
-            "draft_cost": stats.draft_cost, "rounds": stats.rounds,
-            "mean_gamma": stats.tokens_drafted / stats.rounds if stats.rounds else 0.0}
+            "draft_cost": stats.draft_cost, "rounds": stats.rounds, "prefill_rounds": stats.prefill_rounds,
+            "mean_gamma": stats.tokens_drafted / stats.decoding_calls if stats.decoding_calls else 0.0}
 
 
 def usage(job: Job) -> dict:

@@ -9,7 +9,9 @@ model's queue first (proposals come before verification), then the target's, all
 the request's own pass would give it, so no output depends on who else is served.
 
 Requests join and leave between passes: a lease is handed out in arrival order (FIFO) when one of the `sequences`
-is free, and given back when its request ends, is cut off or its client goes away.
+is free, and given back when its request ends, is cut off or its client goes away. Of the free sequences it gets
+the one whose cells hold the longest start of its prompt, so a chat's next turn finds its earlier turns' cells
+(`CausalLM.cached`) however many other users came between.
 
 Rows go where expected tokens are highest (`Scheduler.allot`, for requests whose gamma is "auto" and unseeded):
 each request's next token first, then, one row at a time, the draft position that raises the round's expected
@@ -32,7 +34,7 @@ import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import anyio
@@ -61,6 +63,7 @@ class Scheduler:
         self.sequences = sequences if self.batched else 1
         # Sequence 0 is the models' own (the service's between-requests work); leases get 1.. when batched.
         self._free = deque(range(1, sequences + 1) if self.batched else [0])
+        self._bound: set[int] = set()  # sequences ever handed out (the others hold no cells)
         self._queue: deque[Lease] = deque()  # leases waiting their turn, in arrival order
         self.leased: list[Lease] = []  # leases holding a sequence
         self._admission = threading.Lock()  # over _free, _queue and leased
@@ -80,9 +83,10 @@ class Scheduler:
 
     # --- leases --------------------------------------------------------------------------------------------------
 
-    def lease(self) -> Lease:
-        """A lease for one request, not yet holding a sequence (see `acquire`)."""
-        return Lease(self, next(self._ids))
+    def lease(self, prompt: Sequence[int] = ()) -> Lease:
+        """A lease for one request, not yet holding a sequence (see `acquire`). prompt: its prompt's ids, when its
+        prefill may reuse cells an earlier request left (`_hand_out`)."""
+        return Lease(self, next(self._ids), prompt)
 
     async def acquire(self, lease: Lease, deadline: float | None,
                       is_disconnected: Callable[[], Awaitable[bool]] | None) -> bool:
@@ -122,11 +126,21 @@ class Scheduler:
             self._cond.notify_all()
 
     def _hand_out(self) -> None:
-        """The free sequences to the first leases in line (the admission lock held)."""
+        """The free sequences to the first leases in line (the admission lock held): to each, the free sequence
+        whose cells hold the longest start of its prompt (a chat's earlier turns, left by its last request:
+        `CausalLM.cached`), else the first free one."""
         while self._free and self._queue:
             lease = self._queue.popleft()
-            lease.bind(self._free.popleft())
+            index = max(self._free, key=lambda i: self._held(i, lease.prompt)) if len(self._free) > 1 \
+                else self._free[0]
+            self._free.remove(index)
+            self._bound.add(index)
+            lease.bind(index)
             self.leased.append(lease)
+
+    def _held(self, index: int, prompt: Sequence[int]) -> int:
+        """How many of the prompt's leading tokens sequence `index` holds (none in a sequence never bound)."""
+        return self.target.sequence(index).cached(prompt) if prompt and index in self._bound else 0
 
     # --- rounds (in worker threads) ------------------------------------------------------------------------------
 
@@ -263,8 +277,8 @@ class Lease:
     """One request's place: the target (or a sequence of it) and a draft for it, bound to a sequence by `acquire`.
     `controller` is its gamma's `Allotted` controller when it has one (see `allotted`)."""
 
-    def __init__(self, scheduler: Scheduler, lease_id: int):
-        self.scheduler, self.id = scheduler, lease_id
+    def __init__(self, scheduler: Scheduler, lease_id: int, prompt: Sequence[int] = ()):
+        self.scheduler, self.id, self.prompt = scheduler, lease_id, list(prompt)
         self.index: int | None = None
         self.controller: Allotted | None = None
         self.last_pass: dict | None = None  # the last target pass its rows were in (`Scheduler.passes`' record)

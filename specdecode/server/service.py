@@ -215,7 +215,8 @@ class Service:
         except ValueError as error:  # (top_k and top_p are checked by the schema)
             raise APIError(str(error), param="temperature") from None
         gamma = request.gamma or self.gamma
-        lease = self.scheduler.lease()
+        cold = isinstance(request, OpenAIRequest) and not request.cache_prompt
+        lease = self.scheduler.lease(() if cold else ids)
         # "auto": the scheduler's controller (alone: adaptive gamma, from what the last request measured; batched:
         # rows allotted); a seeded request whose text the schedule could change gets its own timing-free one.
         schedule = lease.allotted() if gamma == "auto" and loaded.draft is not None \
@@ -227,7 +228,7 @@ class Service:
                                   logprobs=request.top_logprobs_wanted) for i in range(choices)]
         echo = request.prompt if isinstance(request, CompletionRequest) and request.echo else None
         return Job(loaded, lease, generations, len(ids), gamma if loaded.draft is not None else 0, list(ids), echo,
-                   cold=isinstance(request, OpenAIRequest) and not request.cache_prompt)
+                   cold)
 
     async def verify_costs(self) -> dict:
         """The served target's measured pass costs, T(k) for k = 1, 2, 4, 8, 16 (measured once, between
