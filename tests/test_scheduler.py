@@ -169,29 +169,38 @@ def test_leases_are_handed_out_in_arrival_order():
 
 def test_a_prompt_gets_the_free_sequence_that_holds_its_start(smollm2_native, monkeypatch):
     """A chat's next turn goes to the sequence its last turn left its cells in, whoever came between, and reuses
-    them; a prompt that no sequence holds, or a lease given no prompt, gets the first free sequence as before."""
+    them; a prompt that no sequence holds, or a lease given no prompt, gets the sequence given back last (so requests
+    one at a time keep to one sequence)."""
     model = smollm2_native.model
     monkeypatch.setattr(model, "feature_layers", ())  # (a feature draft loaded by an earlier test sets them)
-    scheduler = Scheduler(model, None, sequences=3)
+    scheduler = Scheduler(model, None, sequences=3, grace=0.0)
     turns = {name: (torch.arange(40) * step % 5000 + start).tolist() for name, step, start in (("a", 37, 100),
                                                                                               ("b", 41, 200))}
+
+    def generate(lease, prompt: list[int]) -> None:
+        Generation(lease.target, None, prompt, max_new_tokens=3, gamma=1, sampling=GREEDY).run()
 
     def served(prompt: list[int]) -> int:
         """The sequence the request was served on."""
         lease = acquired(scheduler, prompt)
         try:
-            index = lease.index
-            Generation(lease.target, None, prompt, max_new_tokens=3, gamma=1, sampling=GREEDY).run()
-            return index
+            generate(lease, prompt)
+            return lease.index
         finally:
             scheduler.release(lease)
 
-    assert [served(turns["a"]), served(turns["b"])] == [1, 2]  # (free now: 3, 1, 2)
+    assert served([1, 2, 3]) == served([4, 5, 6]) == 1  # one at a time: one sequence
+    first, second = acquired(scheduler, turns["a"]), acquired(scheduler, turns["b"])  # two users at once
+    assert (first.index, second.index) == (1, 2)
+    generate(first, turns["a"])
+    generate(second, turns["b"])
+    scheduler.release(first)
+    scheduler.release(second)  # (free now: 2, 1, 3)
     before = model.reused_tokens
-    assert served(turns["b"] + [7, 8]) == 2 and model.reused_tokens - before >= 40
-    assert served(turns["a"] + [9]) == 1
-    assert served([5, 6, 7]) == 3  # held nowhere: the first free one (free now: 2, 1, 3)
-    lease = acquired(scheduler, ())  # no prompt given (a cold request): the first free one
+    assert served(turns["a"] + [9]) == 1 and model.reused_tokens - before >= 40  # (free now: 1, 2, 3)
+    assert served(turns["b"] + [7, 8]) == 2  # (free now: 2, 1, 3)
+    assert served([5, 6, 7]) == 2  # held nowhere: the one given back last
+    lease = acquired(scheduler, ())  # no prompt given (a cold request): likewise
     assert lease.index == 2
     scheduler.release(lease)
 
