@@ -508,12 +508,12 @@ def run_clients(target: str, draft: str | None, clients: int, prompts: list[Prom
 def versus_in_process(alone: Load, served: Load, draft: str) -> dict:
     """The in-process load's figures, our server's 1-client tokens/s over it, and the requests whose text differs
     between the two."""
-    figures, ours = summarize(alone), summarize(served)
-    different = mismatches(served.outcomes, texts(alone))
+    figures, ours, reference = summarize(alone), summarize(served), texts(alone)
+    different = mismatches(served.outcomes, reference)
     return {"method": alone.method, "draft": draft, "load": figures,
             "served_over_in_process": ours["tokens_per_second"] / figures["tokens_per_second"]
             if figures["tokens_per_second"] else None,
-            "compared": len([o for o in served.outcomes if o.error is None and o.prompt_id in texts(alone)]),
+            "compared": len([o for o in served.outcomes if o.error is None and o.prompt_id in reference]),
             "mismatches": len(different), "mismatched": different}
 
 

@@ -64,7 +64,6 @@ class Scheduler:
         self.sequences = sequences if self.batched else 1
         # Sequence 0 is the models' own (the service's between-requests work); leases get 1.. when batched.
         self._free = deque(range(1, sequences + 1) if self.batched else [0])
-        self._bound: set[int] = set()  # sequences ever handed out (the others hold no cells)
         self._queue: deque[Lease] = deque()  # leases waiting their turn, in arrival order
         self.leased: list[Lease] = []  # leases holding a sequence
         self._admission = threading.Lock()  # over _free, _queue and leased
@@ -138,13 +137,12 @@ class Scheduler:
             index = max(self._free, key=lambda i: self._held(i, lease.prompt)) if len(self._free) > 1 \
                 else self._free[0]
             self._free.remove(index)
-            self._bound.add(index)
             lease.bind(index)
             self.leased.append(lease)
 
     def _held(self, index: int, prompt: Sequence[int]) -> int:
-        """How many of the prompt's leading tokens sequence `index` holds (none in a sequence never bound)."""
-        return self.target.sequence(index).cached(prompt) if prompt and index in self._bound else 0
+        """How many of the prompt's leading tokens sequence `index` holds (every sequence exists from the start)."""
+        return self.target.sequence(index).cached(prompt) if prompt else 0
 
     # --- rounds (in worker threads) ------------------------------------------------------------------------------
 
