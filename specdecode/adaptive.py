@@ -2,22 +2,27 @@
 
 Each round the controller picks the gamma in 0..max_gamma that maximises expected tokens per second,
 
-    E[tokens](alpha, gamma) / (T(gamma + 1) + gamma * t_draft)
+    E[tokens](alpha, gamma) / (T(gamma + 1) + D(gamma))
 
 with alpha the running acceptance rate (a Beta prior, then exponentially forgetting old rounds), T(k) the measured
-time of a target pass of k tokens (a straight line fitted online: on CPU a verify pass is not free), and t_draft the
-measured time of one draft forward pass (or, for a reproducible schedule, fixed costs instead of timings: see
-`AdaptiveGamma.reproducible`). gamma = 0 is plain decoding, chosen when the draft does not pay; every
-`explore_every` rounds (4x that while drafting looks hopeless) it then still drafts one token, so that alpha keeps
-being measured. With T flat and
-t_draft = c T(1) this is exactly `analysis.best_gamma(alpha, c)`.
+time of a target pass of k tokens (a straight line fitted online: on CPU a verify pass is not free), and D(gamma) the
+round's drafting: gamma draft passes of T_d(1), the first also feeding the last round's last draft when that round
+accepted every draft (T_d(2), with probability alpha^gamma), T_d(k) a line fitted as T(k) is to the draft's passes
+(or, for a reproducible schedule, fixed costs instead of timings: see `AdaptiveGamma.reproducible`). A first pass
+that feeds a longer backlog (text decoded plainly or copied since the draft last ran) costs a one-time catch-up,
+not a dearer draft: the line prices it per token instead of raising T_d(1). gamma = 0 is plain decoding, chosen
+when the draft does not pay; every `explore_every` rounds (4x that while drafting looks hopeless) it then still
+drafts one token, so that alpha keeps being measured. With T flat and T_d flat at c T(1) this is exactly
+`analysis.best_gamma(alpha, c)`.
 
 Proposals copied from the context (prompt lookup's: `Draft.copies`) are priced apart: they cost no draft pass
-(t_draft = 0) and have an acceptance rate of their own, so a round with a match may verify a long copy while the
+(D = 0) and have an acceptance rate of their own, so a round with a match may verify a long copy while the
 draft model's guesses would not pay, and the model's rounds are not judged by the copies' acceptance.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from .analysis import expected_tokens
 from .models.base import VERIFY_SLOPE, CausalLM
@@ -69,8 +74,9 @@ class AdaptiveGamma:
         self._accepted = prior_alpha * prior_weight  # Beta pseudo-counts: accepted and rejected decisions
         self._rejected = (1 - prior_alpha) * prior_weight
         self._copied = [self._accepted, self._rejected]  # the same for proposals copied from the context
-        self._times = PassTimes(memory)  # the target's passes; and the draft's time per pass:
-        self._draft_time = self._draft_passes = 0.0
+        self._times = PassTimes(memory)  # the target's passes, T(k)
+        self._draft_times = PassTimes(memory)  # the draft's passes, T_d(k)
+        self._draft_passes = 0.0  # (with fixed costs: whether the draft makes passes at all)
         self._plain_rounds = [0, 0]  # rounds chosen plain: [for guesses, for copies]
 
     @classmethod
@@ -107,15 +113,23 @@ class AdaptiveGamma:
             return 1.0 + self.prior_slope * (k - 1)
         return self._times(k)
 
-    def draft_time(self) -> float:
+    def draft_time(self, k: int = 1) -> float:
+        """Estimated time of a draft pass feeding k tokens (0 for a draft that makes no passes)."""
         if self.fixed_costs is not None:  # model-free drafts make no draft passes: they cost nothing here
             return self.fixed_costs[1] if self._draft_passes else 0.0
-        return self._draft_time / self._draft_passes if self._draft_passes else 0.0
+        return self._draft_times(k) if self._draft_times.measured else 0.0
+
+    def drafting_time(self, gamma: int) -> float:
+        """D(gamma): a round's draft passes, the first feeding the last round's last draft too when that round
+        accepted every draft (which has probability alpha^gamma)."""
+        if not gamma:
+            return 0.0
+        return gamma * self.draft_time() + self.alpha**gamma * (self.draft_time(2) - self.draft_time())
 
     def rate(self, gamma: int, copied: bool = False) -> float:
         """Expected tokens per second with this gamma, for the draft's guesses or for a copy (no draft pass)."""
         tokens = expected_tokens(self.acceptance(copied), gamma) if gamma else 1.0
-        return tokens / (self.target_time(gamma + 1) + (0.0 if copied else gamma * self.draft_time()))
+        return tokens / (self.target_time(gamma + 1) + (0.0 if copied else self.drafting_time(gamma)))
 
     def choose(self, copied: bool = False) -> int:
         """gamma for this round; copied: its proposal will be copied from the context (`Draft.copies`)."""
@@ -130,9 +144,11 @@ class AdaptiveGamma:
         return best
 
     def update(self, drafted: int, accepted: int, target_seconds: float | None = None,
-               draft_seconds: float | None = None, draft_passes: int = 0, copied: bool = False) -> None:
+               draft_seconds: float | None = None, draft_passes: int = 0, copied: bool = False,
+               pass_times: Sequence[tuple[int, float]] = ()) -> None:
         """Record a round: how many tokens were drafted (copied: copied from the context) and accepted, and what the
-        passes cost."""
+        passes cost: draft_seconds over the draft's passes, shared as their own timings share it where the draft
+        timed them (`Proposal.pass_times`: tokens fed, seconds), else over draft_passes passes of one token."""
         if drafted and copied:
             self._copied = [self.memory * self._copied[0] + accepted,
                             self.memory * self._copied[1] + int(accepted < drafted)]
@@ -148,6 +164,10 @@ class AdaptiveGamma:
                 for k in (1, self.max_gamma + 1):
                     self._times.observe(k, t1 * (1 + self.prior_slope * (k - 1)), weight=0.5)
             self._times.observe(drafted + 1, target_seconds)
-        if draft_seconds is not None and draft_passes:
-            self._draft_time = self.memory * self._draft_time + draft_seconds
-            self._draft_passes = self.memory * self._draft_passes + draft_passes
+        if pass_times:  # the round's drafting time shared among its passes as their own timings share it
+            total = sum(seconds for _, seconds in pass_times)
+            scale = draft_seconds / total if draft_seconds is not None and total > 0 else 1.0
+            for k, seconds in pass_times:
+                self._draft_times.observe(k, seconds * scale)
+        elif draft_seconds is not None and draft_passes:
+            self._draft_times.observe(1, draft_seconds / draft_passes, weight=draft_passes)

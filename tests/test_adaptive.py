@@ -9,6 +9,7 @@ import pytest
 from specdecode import analysis, generate
 from specdecode.adaptive import AdaptiveGamma
 from specdecode.drafts.model import ModelDraft
+from specdecode.sampling import GREEDY, SamplingConfig
 from specdecode.toy import BigramLM, bigram_pair
 
 
@@ -79,6 +80,53 @@ def test_it_learns_the_verify_cost_line():
     simulate(controller, 0.7, lambda k: 0.02 + 0.003 * (k - 1), 0.001, 600)
     assert controller.target_time(1) == pytest.approx(0.02, rel=0.05)
     assert controller.target_time(9) == pytest.approx(0.044, rel=0.05)
+
+
+def test_a_backlog_fed_in_a_first_pass_is_priced_per_token_not_as_a_dearer_draft():
+    """A draft pass of k tokens costing 5 ms + 1 ms (k - 1), alpha 0.8, a target line 20 ms + 4 ms (k - 1): every
+    third round's first pass also feeds 12 tokens decoded without the draft. Timed pass by pass, the draft's T_d(1)
+    stays 5 ms and the controller keeps the gamma these costs call for (2); with the round's time spread over its
+    passes (the negative control: what the controller assumed before), a draft pass looks dearer and it drafts less."""
+    draft_pass = lambda k: 0.005 + 0.001 * (k - 1)  # noqa: E731
+    target = lambda k: 0.020 + 0.004 * (k - 1)  # noqa: E731
+    chosen = {}
+    for by_pass in (True, False):
+        controller, rng, picks = AdaptiveGamma(max_gamma=8), random.Random(0), []
+        for i in range(1500):
+            gamma = controller.choose()
+            accepted = 0
+            while accepted < gamma and rng.random() < 0.8:
+                accepted += 1
+            fed = [13 if i % 3 == 0 else 2] + [1] * (gamma - 1) if gamma else []
+            passes = tuple((k, draft_pass(k)) for k in fed)
+            controller.update(gamma, accepted, target(gamma + 1), sum(s for _, s in passes), gamma,
+                              pass_times=passes if by_pass else ())
+            picks.append(gamma)
+        chosen[by_pass] = sum(picks[-500:]) / 500
+        if by_pass:
+            assert controller.draft_time(1) == pytest.approx(0.005, rel=0.05)
+            assert controller.draft_time(13) == pytest.approx(0.017, rel=0.05)
+            steady = max(range(9), key=lambda g: (analysis.expected_tokens(0.8, g) if g else 1)
+                         / (target(g + 1) + g * draft_pass(1) + 0.8**g * 0.001 * bool(g)))
+            assert steady == 2 and abs(chosen[True] - steady) <= 0.5
+        else:
+            assert controller.draft_time(1) > 1.4 * 0.005
+    assert chosen[False] < chosen[True] - 0.8
+
+
+def test_the_model_draft_times_each_pass_with_the_tokens_it_fed():
+    """After rounds decoded without the draft, its next proposal's first pass feeds them all (one pass, not a
+    pass each), and `Proposal.pass_times` says so: (tokens fed, seconds) per pass, one token each after it."""
+    target, draft_model = bigram_pair()
+    draft = ModelDraft(draft_model)
+    context = [0, 3, 5]
+    draft.begin(context)
+    first = draft.propose(context, 2, SamplingConfig(), None)
+    assert [k for k, _ in first.pass_times] == [3, 1] and all(s > 0 for _, s in first.pass_times)
+    context += [int(first.tokens[0]), 7, 1, 2, 4]  # the first draft accepted (fed for the second), a correction
+    # and three tokens decoded plainly: four the draft has not seen
+    second = draft.propose(context, 3, GREEDY, None)
+    assert [k for k, _ in second.pass_times] == [4, 1, 1] and second.forward_passes == 3
 
 
 def test_auto_gamma_in_the_engine_keeps_exactness_bookkeeping():

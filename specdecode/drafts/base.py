@@ -25,6 +25,10 @@ class Proposal:
     # time spent feeding the draft model text it had not yet seen, beyond its first pass of the round (its deferred
     # prompt prefill, or a long stretch decoded without it): prefill, not a cost of drafting
     catch_up_seconds: float = 0.0
+    # (tokens fed, seconds) of each of the round's draft passes, its sampling included, where the draft times them
+    # (`ModelDraft`): what adaptive gamma fits the draft's T_d(k) to, so that the tokens a first pass feeds besides
+    # its own (text decoded or copied without the draft) are priced per token, not as a dearer draft pass
+    pass_times: tuple[tuple[int, float], ...] = ()
 
     @staticmethod
     def empty(vocab_size: int) -> Proposal:

@@ -101,15 +101,15 @@ class ModelDraft(Draft):
             started = time.perf_counter()
             self._feed(view[keep:-1])
             keep, catch_up = len(view) - 1, time.perf_counter() - started
-        logits = self._feed(view[keep:])
         self._synced = len(view)
-        tokens, rows = [], []
-        for i in range(gamma):
-            q = adjust(logits, sampling)  # [V]
-            token = int(sample(q, generator))
+        tokens, rows, passes, fed = [], [], [], view[keep:]
+        for _ in range(gamma):  # one pass each: the backlog and the last token, then each draft
+            started = time.perf_counter()
+            q = adjust(self._feed(fed), sampling)  # [V]
+            token = int(q.argmax()) if sampling.greedy else int(sample(q, generator))  # (greedy: q is one-hot)
             tokens.append(token)
             rows.append(q)
-            if i + 1 < gamma:
-                logits = self._feed([token])
+            passes.append((len(fed), time.perf_counter() - started))
+            fed = [token]
         return Proposal(torch.tensor(tokens, dtype=torch.int64), torch.stack(rows), forward_passes=gamma,
-                        catch_up_seconds=catch_up)
+                        catch_up_seconds=catch_up, pass_times=tuple(passes))

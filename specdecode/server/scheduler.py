@@ -339,10 +339,11 @@ class Allotted(AdaptiveGamma):
         return scheduler.allot(self.max_gamma).get(self.lease.id, 0)
 
     def update(self, drafted: int, accepted: int, target_seconds: float | None = None,
-               draft_seconds: float | None = None, draft_passes: int = 0, copied: bool = False) -> None:
+               draft_seconds: float | None = None, draft_passes: int = 0, copied: bool = False,
+               pass_times: Sequence[tuple[int, float]] = ()) -> None:
         if self._shared:
-            target_seconds = draft_seconds = None
-        super().update(drafted, accepted, target_seconds, draft_seconds, draft_passes, copied)
+            target_seconds, draft_seconds, pass_times = None, None, ()
+        super().update(drafted, accepted, target_seconds, draft_seconds, draft_passes, copied, pass_times)
 
 
 class Scheduled(CausalLM):
