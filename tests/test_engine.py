@@ -61,9 +61,11 @@ def checked_run(generation: Generation) -> list[int]:
 
 @pytest.mark.parametrize("config", [SamplingConfig(temperature=1.0), SamplingConfig(temperature=0.8, top_p=0.8)],
                          ids=["temperature 1", "temperature 0.8 top-p 0.8"])
-@pytest.mark.parametrize("gamma", [1, 3, 7])
+@pytest.mark.parametrize("gamma", [1, 2])
 def test_three_token_continuations_follow_the_target_exactly(config, gamma):
-    """Chi-square of 12,000 speculative runs against the exactly enumerated distribution over all 512 outcomes."""
+    """Chi-square of 12,000 speculative runs against the exactly enumerated distribution over all 512 outcomes.
+    gamma 1 and 2 are every schedule there is here: the round after the prefill's drafts min(gamma, 2) tokens and any
+    later one at most 1, so a larger gamma runs exactly as 2 does."""
     target, draft = prefix_pair(seed=0)
     prompt = [0, 1]  # "the cat"
     expected = exact_continuations(target, prompt, 3, config)
