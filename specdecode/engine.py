@@ -312,7 +312,7 @@ class Generation:
                 stats.prefill_seconds += proposal.catch_up_seconds
                 if self.controller:
                     self.controller.update(len(drafted), n_accepted, t2 - t1, drafting, proposal.forward_passes,
-                                           copied and not proposal.forward_passes, proposal.pass_times)
+                                           copied and not proposal.forward_passes, pass_times=proposal.pass_times)
                 yield self._close(logits, drafted, proposal, n_accepted, next_token, context)
         finally:
             stats.new_tokens = len(self.new_tokens)

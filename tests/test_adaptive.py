@@ -129,6 +129,24 @@ def test_the_model_draft_times_each_pass_with_the_tokens_it_fed():
     assert [k for k, _ in second.pass_times] == [4, 1, 1] and second.forward_passes == 3
 
 
+def test_the_engine_hands_the_controller_each_draft_pass_it_timed():
+    """Generation passes `Proposal.pass_times` on to the controller: one (tokens fed, seconds) per draft pass, the
+    first of a round feeding what the draft has not seen (the prompt, in the first round that drafts)."""
+    rounds = []
+
+    class Recording(AdaptiveGamma):
+        def update(self, drafted, accepted, *args, pass_times=(), **kwargs):
+            rounds.append((drafted, list(pass_times)))
+            super().update(drafted, accepted, *args, pass_times=pass_times, **kwargs)
+
+    target, draft = bigram_pair()
+    generate(target, ModelDraft(draft), [0, 3, 5], max_new_tokens=40, gamma=Recording(max_gamma=4), seed=None)
+    drafting = [(g, passes) for g, passes in rounds if g]
+    assert drafting and all(len(passes) == g and all(k >= 1 and s > 0 for k, s in passes) for g, passes in drafting)
+    assert drafting[0][1][0][0] == 4  # the prompt and the prefill's token, fed in the first round that drafts
+    assert all(k == 1 for _, passes in drafting for k, _ in passes[1:])
+
+
 def test_auto_gamma_in_the_engine_keeps_exactness_bookkeeping():
     target, draft = bigram_pair()
     result = generate(target, draft, [0], max_new_tokens=300, gamma="auto", seed=1)
