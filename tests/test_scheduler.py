@@ -275,7 +275,7 @@ def test_rows_go_to_the_requests_whose_drafts_are_accepted():
         controller._accepted, controller._rejected = 1000 * alpha, 1000 * (1 - alpha)
     for k, seconds in ((2, 0.0102), (4, 0.0104), (8, 0.0108)):  # nearly flat: rows are cheap
         scheduler.target_times.observe(k, seconds)
-    scheduler.draft_seconds = 0.001
+    scheduler.draft_times.observe(1, 0.001)
     cheap = scheduler.allot(10)
     assert cheap[sure.id] > cheap[unsure.id] >= 0 and cheap[sure.id] >= 4
     for k, seconds in ((2, 0.02), (4, 0.04), (8, 0.08)):  # each row a full pass: speculation cannot pay
@@ -296,9 +296,32 @@ def test_rows_of_a_copy_cost_no_draft_pass():
     copy_.controller.copied = True
     for k, seconds in ((2, 0.0102), (4, 0.0104), (8, 0.0108)):  # nearly flat: rows are cheap
         scheduler.target_times.observe(k, seconds)
-    scheduler.draft_seconds = 0.01
+    scheduler.draft_times.observe(1, 0.01)
     allotted = scheduler.allot(10)
     assert allotted[guess.id] == 0 and allotted[copy_.id] >= 4
+
+
+def test_a_draft_pass_costs_what_its_rows_cost():
+    """Three requests alike (alpha 0.9) on cheap target rows, the draft's pass 4 ms for one row: where a batched
+    draft pass costs 4 ms whatever its rows, every request drafts alike; where each row costs a pass of its own, a
+    round's drafting costs 3x more and the requests draft fewer tokens in all."""
+    target, draft_model = prefix_pair()
+    totals = {}
+    for name, per_row in (("flat", 0.0001), ("per row", 0.004)):
+        scheduler = Scheduler(target, ModelDraft(draft_model), sequences=4)
+        leases = [acquired(scheduler) for _ in range(3)]
+        for lease in leases:
+            controller = lease.allotted()
+            controller._accepted, controller._rejected = 900.0, 100.0
+        for k, seconds in ((3, 0.0203), (6, 0.0206), (12, 0.0212)):  # nearly flat: target rows are cheap
+            scheduler.target_times.observe(k, seconds)
+        for rows in (1, 2, 3):
+            scheduler.draft_times.observe(rows, 0.004 + per_row * (rows - 1))
+        allotted = scheduler.allot(10)
+        totals[name] = sum(allotted.values())
+        if name == "flat":
+            assert len(set(allotted.values())) == 1 and totals[name] >= 9
+    assert totals["per row"] < totals["flat"]
 
 
 def test_a_request_starts_from_what_the_last_one_measured():

@@ -18,8 +18,9 @@ Rows go where expected tokens are highest (`Scheduler.allot`, for requests whose
 each request's next token first, then, one row at a time, the draft position that raises the round's expected
 tokens per second most (a request's j-th draft is kept with probability alpha^j, its measured acceptance), until
 none does. A round costs the target pass of all its rows, T(rows) (measured, a line: `adaptive.PassTimes`), plus
-the draft passes of the longest gamma drafted by a model (a proposal copied from the context, prompt lookup's, runs
-none: its rows cost only their share of the target pass). A request served alone chooses as it would alone (its
+the draft's passes: its j-th pass carries a row for each request drafting j or more tokens with the model, and costs
+T_d(those rows) (measured likewise; a proposal copied from the context, prompt lookup's, runs none: its rows cost
+only their share of the target pass). A request served alone chooses as it would alone (its
 `AdaptiveGamma`). Seeded requests keep their own timing-free schedule, so a seed reproduces the text whoever else is
 served (`engine.timing_free`: except greedy ones on a batch-invariant target, whose text no schedule changes).
 
@@ -49,7 +50,7 @@ POLL_SECONDS = 0.005  # how often a request waiting its turn looks for it (every
 GRACE_SECONDS = 0.005  # how long a pass waits for a request that holds a lease but is between two rounds
 PASS_LOG = 64  # target passes kept for the page's live view
 PREFILL_CHUNK = 32  # rows of a prompt per pass while others are served (`Scheduled.extend`)
-STEP_ROWS = 4  # a draft pass feeding more rows of one sequence is catching up (a prefill), not a drafting step
+STEP_ROWS = 4  # a draft pass feeding more rows of a sequence is catching up (a prefill): not timed for T_d
 
 
 class Scheduler:
@@ -76,7 +77,7 @@ class Scheduler:
         self._held_since: float | None = None  # when every thread inside began waiting on a lease outside
         self._queues: dict[int, tuple[CausalLM, list[_Pending]]] = {}  # id(model) -> (model, extends waiting)
         self.target_times = PassTimes()  # T(rows) of batched target passes, seconds
-        self.draft_seconds: float | None = None  # a draft pass, seconds (running mean)
+        self.draft_times = PassTimes()  # T_d(rows) of batched draft passes (drafting steps), seconds
         self.passes: deque[dict] = deque(maxlen=PASS_LOG)  # recent target passes: whose rows, how many
         self.learned: Allotted | None = None  # the last finished request's controller: the next one starts from it
         self._ids = itertools.count(1)
@@ -241,7 +242,7 @@ class Scheduler:
             for item in items:
                 item.lease.last_pass = record
         elif max(item.tokens.numel() for item in items) <= STEP_ROWS:  # (not a draft's prefill: a drafting step)
-            self.draft_seconds = seconds if self.draft_seconds is None else 0.9 * self.draft_seconds + 0.1 * seconds
+            self.draft_times.observe(rows, seconds)
 
     # --- rows ----------------------------------------------------------------------------------------------------
 
@@ -254,23 +255,27 @@ class Scheduler:
                   if lease.controller is not None}
         copies = {lease.id for lease in leases if lease.controller is not None and lease.controller.copied}
         gamma = dict.fromkeys(alphas, 0)
-        rows, expected, longest = len(leases), float(len(leases)), 0
+        rows, expected = len(leases), float(len(leases))
         t = self.target_times if self.target_times.measured else (lambda k: 1.0 + self.target.verify_slope * (k - 1))
-        draft = self.draft_seconds if self.target_times.measured and self.draft_seconds is not None else 0.0
+        timed = self.target_times.measured and self.draft_times.measured
 
-        def rate(rows: int, expected: float, longest: int) -> float:
-            return expected / (t(rows) + longest * draft)
+        def rate(rows: int, expected: float, guesses: list[int]) -> float:
+            """guesses: the gammas drafted by the model; its j-th pass carries a row of each gamma >= j."""
+            passes = max(guesses, default=0)
+            drafting = sum(self.draft_times(sum(g >= j for g in guesses)) for j in range(1, passes + 1))
+            return expected / (t(rows) + (drafting if timed else 0.0))
 
         while True:  # add the row that raises the rate most, until none does
-            now, best = rate(rows, expected, longest), None
+            guesses = {i: g for i, g in gamma.items() if i not in copies}  # (a copy runs no draft pass)
+            now, best = rate(rows, expected, list(guesses.values())), None
             for i in (i for i in gamma if gamma[i] < max_gamma):
                 value = alphas[i] ** (gamma[i] + 1)
-                after = longest if i in copies else max(longest, gamma[i] + 1)  # a copy runs no draft pass
-                if (added := rate(rows + 1, expected + value, after)) > now:
-                    now, best = added, (i, value, after)
+                more = guesses if i in copies else guesses | {i: gamma[i] + 1}
+                if (added := rate(rows + 1, expected + value, list(more.values()))) > now:
+                    now, best = added, (i, value)
             if best is None:
                 return gamma
-            i, value, longest = best
+            i, value = best
             gamma[i] += 1
             rows, expected = rows + 1, expected + value
 
