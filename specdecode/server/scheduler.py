@@ -261,9 +261,9 @@ class Scheduler:
 
         def rate(rows: int, expected: float, guesses: list[int]) -> float:
             """guesses: the gammas drafted by the model; its j-th pass carries a row of each gamma >= j."""
-            passes = max(guesses, default=0)
+            passes = max(guesses, default=0) if timed else 0
             drafting = sum(self.draft_times(sum(g >= j for g in guesses)) for j in range(1, passes + 1))
-            return expected / (t(rows) + (drafting if timed else 0.0))
+            return expected / (t(rows) + drafting)
 
         while True:  # add the row that raises the rate most, until none does
             guesses = {i: g for i, g in gamma.items() if i not in copies}  # (a copy runs no draft pass)
