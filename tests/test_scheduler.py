@@ -303,9 +303,9 @@ def test_rows_of_a_copy_cost_no_draft_pass():
 
 def test_a_draft_pass_costs_what_its_rows_cost():
     """Three requests alike (alpha 0.9) on cheap target rows, the draft's pass 4 ms for one row: where a batched
-    draft pass costs about that whatever its rows, each request gets a draft row, all three in one draft pass; where
-    each row beyond the first adds 10 ms to a pass, the rows go to one request's longer draft instead (a pass of one
-    row each), as no second request's row is worth a dearer pass."""
+    draft pass costs about that whatever its rows, all three draft alike and longer than one (each pass carries a row
+    of each: a second pass would not pay for one request alone, but does for three); where each row beyond the first
+    adds 10 ms to a pass, the rows go to one request's longer draft instead (a pass of one row each)."""
     target, draft_model = prefix_pair()
     allotted = {}
     for name, per_row in (("flat", 0.0001), ("per row", 0.01)):
@@ -319,7 +319,7 @@ def test_a_draft_pass_costs_what_its_rows_cost():
         for rows in (1, 2, 3):
             scheduler.draft_times.observe(rows, 0.004 + per_row * (rows - 1))
         allotted[name] = sorted(scheduler.allot(10).values())
-    assert allotted["flat"] == [1, 1, 1] and allotted["per row"] == [0, 0, 3]
+    assert len(set(allotted["flat"])) == 1 and allotted["flat"][0] >= 2 and allotted["per row"] == [0, 0, 3]
 
 
 def test_a_request_starts_from_what_the_last_one_measured():

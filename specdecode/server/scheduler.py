@@ -15,14 +15,15 @@ the one whose cells hold the longest start of its prompt, so a chat's next turn 
 keep to one sequence).
 
 Rows go where expected tokens are highest (`Scheduler.allot`, for requests whose gamma is "auto" and unseeded):
-each request's next token first, then, one row at a time, the draft position that raises the round's expected
-tokens per second most (a request's j-th draft is kept with probability alpha^j, its measured acceptance), until
-none does. A round costs the target pass of all its rows, T(rows) (measured, a line: `adaptive.PassTimes`), plus
-the draft's passes: its j-th pass carries a row for each request drafting j or more tokens with the model, and costs
-T_d(those rows) (measured likewise; a proposal copied from the context, prompt lookup's, runs none: its rows cost
-only their share of the target pass). A request served alone chooses as it would alone (its
-`AdaptiveGamma`). Seeded requests keep their own timing-free schedule, so a seed reproduces the text whoever else is
-served (`engine.timing_free`: except greedy ones on a batch-invariant target, whose text no schedule changes).
+each request's next token first, then, a row at a time, the draft position that raises the round's expected
+tokens per second most (a request's j-th draft is kept with probability alpha^j, its measured acceptance), or a row
+for each of the requests drafting longest (which share the one more draft pass their rows need), until none does.
+A round costs the target pass of all its rows, T(rows) (measured, a line: `adaptive.PassTimes`), plus the draft's
+passes: its j-th pass carries a row for each request drafting j or more tokens with the model, and costs T_d(those
+rows) (measured likewise; a proposal copied from the context, prompt lookup's, runs none: its rows cost only their
+share of the target pass). A request served alone chooses as it would alone (its `AdaptiveGamma`). Seeded requests
+keep their own timing-free schedule, so a seed reproduces the text whoever else is served (`engine.timing_free`:
+except greedy ones on a batch-invariant target, whose text no schedule changes).
 
 Where the models keep one cache each (llama.cpp, transformers), or the draft cannot be forked (a feature draft),
 there is one sequence: requests run one at a time on the models themselves, in arrival order.
@@ -265,19 +266,27 @@ class Scheduler:
             drafting = sum(self.draft_times(sum(g >= j for g in guesses)) for j in range(1, passes + 1))
             return expected / (t(rows) + drafting)
 
-        while True:  # add the row that raises the rate most, until none does
+        while True:  # add the rows that raise the rate most, until none do
             guesses = {i: g for i, g in gamma.items() if i not in copies}  # (a copy runs no draft pass)
             now, best = rate(rows, expected, list(guesses.values())), None
-            for i in (i for i in gamma if gamma[i] < max_gamma):
-                value = alphas[i] ** (gamma[i] + 1)
-                more = guesses if i in copies else guesses | {i: gamma[i] + 1}
-                if (added := rate(rows + 1, expected + value, list(more.values()))) > now:
-                    now, best = added, (i, value)
+            open_ = [i for i in gamma if gamma[i] < max_gamma]
+            longest = max((guesses[i] for i in open_ if i in guesses), default=None)
+            # a row for one request; or one for each guessing request at the longest gamma (or for every guessing
+            # request), which share the draft pass that a row for one of them alone would pay for by itself
+            moves = [[i] for i in open_] + [group for group in (
+                [i for i in open_ if guesses.get(i, -1) == longest], [i for i in open_ if i in guesses])
+                if len(group) > 1]
+            for move in moves:
+                value = sum(alphas[i] ** (gamma[i] + 1) for i in move)
+                more = guesses | {i: gamma[i] + 1 for i in move if i in guesses}
+                if (added := rate(rows + len(move), expected + value, list(more.values()))) > now:
+                    now, best = added, (move, value)
             if best is None:
                 return gamma
-            i, value = best
-            gamma[i] += 1
-            rows, expected = rows + 1, expected + value
+            move, value = best
+            for i in move:
+                gamma[i] += 1
+            rows, expected = rows + len(move), expected + value
 
 
 class Lease:
