@@ -1,7 +1,7 @@
 """The int4-dot8 kernel (models/dot8.cpp) against its float64 reference, and the claims its format makes: each row
 bitwise the same whatever the pass size and thread count, the AVX2 path bitwise equal to the AVX-512 VNNI one, the
-packed layout holding exactly the weights it was given (to float16 scales), and the 16-bit reading of the
-activations far closer to float than int8 alone."""
+packed layout holding exactly the blocks it was given, the rounding of other weights to them, and the 16-bit reading
+of the activations far closer to float than int8 alone."""
 
 import pytest
 import torch
@@ -23,22 +23,53 @@ def kernel():
 
 def packed(n: int, k: int, bits: int, seed: int = 0, halves: int = 1) -> tuple[dot8.Packed, torch.Tensor]:
     torch.manual_seed(seed)
-    codes, scale, offset = dot8.quantize(torch.randn(n, k) * 0.02, bits)
-    return (dot8.Packed(codes, scale, offset, bits, halves),
-            codes.double() * _wide(scale, bits) + _wide(offset, bits))
+    weight = torch.randn(n, k) * 0.02
+    return dot8.Packed(dot8.quantize(weight, bits), halves), weight
 
 
-def _wide(t: torch.Tensor, bits: int) -> torch.Tensor:
-    return t.double().repeat_interleave(dot8.GROUPS[bits], 1)
+def random_blocks(n: int, k: int, bits: int, seed: int = 0) -> dot8.Blocks:
+    """Blocks as a GGUF file could hold them: every integer in its range, float16 d (and dmin) of a few magnitudes."""
+    g = torch.Generator().manual_seed(seed)
+    groups, supers = k // dot8.GROUPS[bits], -(-k // dot8.SUPER)
+    ints = lambda low, high, cols: torch.randint(low, high + 1, (n, cols), generator=g, dtype=torch.int16)  # noqa: E731
+    half = lambda: (torch.rand(n, supers, generator=g) * 10.0 ** torch.randint(-6, -2, (n, supers), generator=g)  # noqa: E731
+                    ).half().float()
+    codes = ints(0, (1 << bits) - 1, k).to(torch.uint8)
+    if bits == 4:
+        return dot8.Blocks(codes, ints(0, 255, groups), half(), 4, ints(-128, 127, groups), -half())
+    return dot8.Blocks(codes, ints(-128, 127, groups), half(), 6)
+
+
+@pytest.mark.parametrize("k", [96, 256, 896])
+@pytest.mark.parametrize("bits", [4, 6])
+def test_the_layout_holds_exactly_the_blocks_it_was_given(bits, k):
+    """Unpacked again, codes, integers and float16s come back exactly (K with a shorter last superblock, 40 outputs:
+    not a whole number of tiles), and so do the weights they make."""
+    blocks = random_blocks(40, k, bits)
+    back = dot8.Packed(blocks).blocks()
+    for name in ("codes", "sc", "d", "m", "dmin"):
+        mine, theirs = getattr(back, name), getattr(blocks, name)
+        assert (mine is None and theirs is None) or torch.equal(mine, theirs), name
+    assert torch.equal(dot8.Packed(blocks).dense(), blocks.dense())
 
 
 @pytest.mark.parametrize("bits", [4, 6])
-def test_the_layout_holds_the_weights_it_was_given(bits):
-    """Unpacked again, the codes come back exactly and the scales to float16's rounding (2^-11 relative), for a
-    number of outputs that is not a whole number of tiles."""
-    p, weight = packed(40, 96, bits)
-    assert p.dense().shape == weight.shape == (40, 96)
-    assert (p.dense() - weight).abs().max() <= 2 ** -11 * weight.abs().max() * 2
+def test_other_weights_round_to_blocks_within_half_a_step(bits):
+    """Each weight within half of its group's step (as rounded) of itself, the step above the exact one by less
+    than the superblock's d (sc is rounded up, so the levels still span the group), with uneven magnitudes along K
+    and a shorter last superblock (896 inputs)."""
+    torch.manual_seed(1)
+    weight = torch.randn(40, 896) * 0.02 * torch.rand(1, 896) ** 2
+    blocks = dot8.quantize(weight, bits)
+    group = dot8.GROUPS[bits]
+    step = blocks.scale().double()
+    error = (blocks.dense() - weight.double()).abs().view(40, -1, group).amax(-1)
+    assert (error <= step / 2 * (1 + 1e-6)).all()
+    w = weight.double().view(40, -1, group)
+    needed = (w.amax(-1) - blocks.offset().double()) / 15 if bits == 4 else w.abs().amax(-1) / 31
+    assert (step >= needed * (1 - 1e-6)).all() and (step - needed <= blocks._wide(blocks.d).double()).all()
+    if bits == 4:
+        assert (blocks.offset() <= w.amin(-1)).all()
 
 
 BOUND = 1e-5  # of the largest output: float32 rounding of the kernel's per-group float steps
@@ -118,7 +149,7 @@ def test_the_amx_path_equals_the_vnni_path_bitwise(bits, halves):
 
 def test_bad_shapes_are_clear_errors():
     with pytest.raises(ValueError, match="multiple of 32 inputs"):
-        dot8.Packed(torch.zeros(16, 48, dtype=torch.uint8), torch.ones(16, 3), torch.zeros(16, 3), 6)
+        dot8.quantize(torch.zeros(16, 48), 6)
     p, _ = packed(16, 64, 4)
     with pytest.raises(RuntimeError, match="K does not match"):
         p(torch.randn(2, 96), ISA)

@@ -47,23 +47,24 @@ def _effective_weight(linear, k: int) -> torch.Tensor:
 
 
 @pytest.mark.same_on_every_cpu
-@pytest.mark.parametrize(("qtype", "largest", "group"), [("Q4_K", 15, 32), ("Q6_K", 63, 16)])
-def test_k_quant_codes_scales_and_offsets_decode_to_the_reference(draft_file, qtype, largest, group):
+@pytest.mark.parametrize(("qtype", "largest"), [("Q4_K", 15), ("Q6_K", 63)])
+def test_k_quant_blocks_decode_to_the_reference(draft_file, qtype, largest):
+    """The blocks as read (codes, integer sub-scales, float16 d) give the `gguf` package's dequantisation to float32
+    rounding: its own products, in float32."""
     name = _first(draft_file, qtype)
-    codes, scale, offset = draft_file.q4_k(name) if qtype == "Q4_K" else draft_file.q6_k(name)
-    reference = draft_file.dense(name)  # the gguf package's own dequantisation
-    mine = codes.float() * scale.repeat_interleave(group, 1) + offset.repeat_interleave(group, 1)
-    assert codes.max() <= largest and codes.shape == reference.shape
-    torch.testing.assert_close(mine, reference, rtol=0, atol=1e-6 * reference.abs().max().item())
+    blocks = draft_file.q4_k(name) if qtype == "Q4_K" else draft_file.q6_k(name)
+    reference = draft_file.dense(name).double()  # the gguf package's own dequantisation
+    assert blocks.codes.max() <= largest and blocks.codes.shape == reference.shape
+    torch.testing.assert_close(blocks.dense(), reference, rtol=0, atol=2**-23 * reference.abs().max().item())
 
 
 @pytest.mark.same_on_every_cpu  # the packing, read back in Python
 @pytest.mark.parametrize("keep_finer", [True, False], ids=["finer-kept", "all-4-bit"])
 @pytest.mark.parametrize("qtype", ["Q4_K", "Q6_K", "Q5_0", "Q8_0"])
 def test_int4_dot8_weights_reproduce_the_decoded_ones_to_the_stated_rounding(draft_file, qtype, keep_finer):
-    """Q4_K and Q6_K are carried over as they are: only their scales and offsets are rounded to float16 (2^-11
-    relative). Other types (and Q6_K when finer types are not kept) are rounded to 64 levels per 16 weights, or 16
-    per 32 when not kept finer: half a step more."""
+    """Q4_K and Q6_K are carried over as they are, scales included: the packed weights are the file's to float32
+    rounding. Other types (and Q6_K when finer types are not kept) are rounded to blocks of 6 bits per 16 weights, or
+    4 per 32 when not kept finer: each weight within half of its group's step (`dot8.quantize`), and not exactly."""
     name = _first(draft_file, qtype)
     weights = GGUFWeights(draft_file.reader.data.filename, keep_finer)
     reference = weights.dense(name).double()  # [N, K]
@@ -72,15 +73,13 @@ def test_int4_dot8_weights_reproduce_the_decoded_ones_to_the_stated_rounding(dra
     got = part.dense()
     as_is = qtype == "Q4_K" or (qtype == "Q6_K" and keep_finer)
     assert part.bits == (4 if qtype == "Q4_K" or not keep_finer else 6)
-    group, levels = (32, 15) if part.bits == 4 else (16, 63)
-    groups = reference.view(reference.shape[0], -1, group)
-    step = ((groups.amax(-1) - groups.amin(-1)) / levels).repeat_interleave(group, 1)
-    magnitude = groups.abs().amax(-1).repeat_interleave(group, 1) + levels * step
-    rounding = 2**-11 * 2 * magnitude  # float16 scale and offset
-    requantised = 0 if as_is else 0.5 * step
-    assert ((got - reference).abs() <= rounding + requantised + 1e-7).all()
-    if not as_is:
-        assert ((got - reference).abs() > rounding + 1e-7).any()  # requantised: the bound's second term is needed
+    error = (got - reference).abs()
+    if as_is:
+        assert (error <= 2**-23 * reference.abs().max()).all()
+    else:
+        group = 32 if part.bits == 4 else 16
+        step = part.blocks().scale().double().repeat_interleave(group, 1)
+        assert (error <= step / 2 * (1 + 1e-6)).all() and (error > 2**-23 * reference.abs().max()).any()
 
 
 @pytest.mark.parametrize("keep_finer", [True, False], ids=["finer-as-int8", "all-int4"])
@@ -98,7 +97,7 @@ def test_int4_weights_reproduce_the_decoded_ones_to_the_stated_rounding(draft_fi
     got = _effective_weight(linear, reference.shape[1])
     groups = reference.view(reference.shape[0], -1, GROUP)
     if qtype == "Q4_K":
-        step = weights.q4_k(name)[1].repeat_interleave(GROUP, 1)  # the file's own step
+        step = weights.q4_k(name).scale().repeat_interleave(GROUP, 1)  # the file's own step
     elif linear.format == "int8":
         step = (reference.abs().amax(1, keepdim=True) / 127).expand_as(reference)
     else:

@@ -8,7 +8,11 @@
 //          bits 6, group 16, B = 192: codes 0..63 as their low 4 bits in 2 blocks of 64 bytes (block b, lane n,
 //                                     byte j = low[n, 8b + j] | low[n, 8b + 4 + j] << 4), then their high 2 bits in
 //                                     one block (lane n, byte j = sum over c < 4 of high[n, 4c + j] << 2c)
-//   scales [N / 16, K / group, 32] float16  the 16 rows' scales, then their offsets: w = code scale + offset
+//   sub    [N / 16, K / group, S]   the 16 rows' integer sub-scales: 4 bits, S = 32: sc (uint8), then m (int8);
+//                                   6 bits, S = 16: sc (int8)
+//   sup    [N / 16, K / 256, S] float16  per superblock of 256 inputs (the last one shorter): 4 bits: d, then dmin;
+//                                   6 bits: d (GGUF's K-quant layout, scaled by the power of two unscale undoes)
+//   w = code scale + offset, scale = d sc, offset = dmin m (4 bits) or -32 scale (6 bits): each exact in float32
 //   y = unscale * sum over groups g of (scale_g sx_g sum_i code_i (256 q_i + r_i) + offset_g sum_i x~_i)
 //
 // where x~ = (256 q + r) sx is the reading of x (see quantize). Every row and every output is computed by the same
@@ -37,6 +41,7 @@ constexpr int64_t XGROUP = 32;  // activation inputs sharing one int8 scale
 constexpr int64_t CHUNK = 16;   // activation rows computed against a tile at a time
 constexpr int64_t BLOCK4 = 256;  // bytes of 4-bit codes per tile and group (32 inputs)
 constexpr int64_t BLOCK6 = 192;  // bytes of 6-bit codes per tile and group (16 inputs)
+constexpr int64_t SUPER = 256;   // inputs per superblock (d and dmin)
 constexpr int64_t AMX_ROWS = 8;  // fewer rows take the VNNI path on an AMX CPU (the same bits): on the 1.5B's 4-bit
                                  // shapes 8 rows cost the two paths the same, 16 rows 1.4x less on the tiles
 constexpr int64_t AHEAD = 8;  // groups ahead whose weights and scales a tile asks the memory for (software prefetch:
@@ -106,13 +111,66 @@ void quantize(const float* x, int64_t M, int64_t K, int64_t halves, int8_t* q, i
   });
 }
 
-// Asks the memory for the weights and scales of the group AHEAD groups after the one at wg, sc (both paths).
+// Bytes of sub-scales per tile and group, groups per superblock.
 template <int BITS>
-inline void prefetch_ahead(const uint8_t* wg, const uint16_t* sc) {
-  constexpr int64_t block = BITS == 4 ? BLOCK4 : BLOCK6;
-  for (int64_t line = 0; line < block; line += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(wg + AHEAD * block + line), _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(sc + AHEAD * 32), _MM_HINT_T0);
+constexpr int64_t sub_bytes() { return BITS == 4 ? 32 : 16; }
+template <int BITS>
+constexpr int64_t per_super() { return SUPER / (BITS == 4 ? 32 : 16); }
+
+struct Tile {  // one tile's weights: 16 output rows
+  const uint8_t* w;
+  const uint8_t* sub;
+  const uint16_t* sup;
+};
+
+// Asks the memory for the codes and scales of the group AHEAD groups after group g (both paths).
+template <int BITS>
+inline void prefetch_ahead(const Tile& t, int64_t g) {
+  constexpr int64_t block = BITS == 4 ? BLOCK4 : BLOCK6, S = sub_bytes<BITS>();
+  const uint8_t* wg = t.w + (g + AHEAD) * block;
+  for (int64_t line = 0; line < block; line += 64) _mm_prefetch(reinterpret_cast<const char*>(wg + line), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(t.sub + (g + AHEAD) * S), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(t.sup + (g + AHEAD) / per_super<BITS>() * S), _MM_HINT_T0);
+}
+
+// Group g's scale and offset for `lanes` output rows from lane `first` (16 on AVX-512, 8 on AVX2), as floats: the
+// integer times the float16, an exact product, so every path gets the same bits.
+template <int BITS>
+__attribute__((target("avx2,f16c"))) inline void scales_avx2(const Tile& t, int64_t g, int first, __m256& scale,
+                                                             __m256& offset) {
+  constexpr int64_t S = sub_bytes<BITS>();
+  const uint8_t* s = t.sub + g * S + first;
+  const uint16_t* d = t.sup + g / per_super<BITS>() * S + first;
+  const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s));
+  const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d)));
+  if constexpr (BITS == 4) {
+    scale = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)), dv);
+    const __m128i m = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + 16));
+    const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + 16)));
+    offset = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(m)), dmin);
+  } else {
+    scale = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)), dv);
+    offset = _mm256_mul_ps(scale, _mm256_set1_ps(-32.f));
+  }
+}
+
+template <int BITS>
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) inline void scales_avx512(const Tile& t, int64_t g,
+                                                                                     __m512& scale, __m512& offset) {
+  constexpr int64_t S = sub_bytes<BITS>();
+  const uint8_t* s = t.sub + g * S;
+  const uint16_t* d = t.sup + g / per_super<BITS>() * S;
+  const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+  const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d)));
+  if constexpr (BITS == 4) {
+    scale = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)), dv);
+    const __m128i m = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d + 16)));
+    offset = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(m)), dmin);
+  } else {
+    scale = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), dv);
+    offset = _mm512_mul_ps(scale, _mm512_set1_ps(-32.f));
+  }
 }
 
 inline int32_t word(const int8_t* p) {  // four int8 activations as one 32-bit word
@@ -132,8 +190,8 @@ __attribute__((target("avx512f"))) inline __m512 add_group(__m512 acc, __m512i d
 
 template <int BITS, int HALVES>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")))
-void tile_avx512(const uint8_t* w, const uint16_t* sc, const Rows& x, int64_t m0, int64_t m1, int64_t groups,
-                 float* y, int64_t ldy, float unscale) {
+void tile_avx512(const Tile& t, const Rows& x, int64_t m0, int64_t m1, int64_t groups, float* y, int64_t ldy,
+                 float unscale) {
   constexpr int64_t GROUP = BITS == 4 ? 32 : 16;
   constexpr int CODES = BITS == 4 ? 8 : 4;
   __m512 acc[CHUNK];
@@ -142,10 +200,10 @@ void tile_avx512(const uint8_t* w, const uint16_t* sc, const Rows& x, int64_t m0
   const __m512i low = _mm512_set1_epi8(0x0F);
   const __m512i top = _mm512_set1_epi8(0x30);
   for (int64_t g = 0; g < groups; ++g) {
-    const uint8_t* wg = w + g * (BITS == 4 ? BLOCK4 : BLOCK6);
-    prefetch_ahead<BITS>(wg, sc + g * 32);
-    const __m512 scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + g * 32)));
-    const __m512 offset = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + g * 32 + 16)));
+    const uint8_t* wg = t.w + g * (BITS == 4 ? BLOCK4 : BLOCK6);
+    prefetch_ahead<BITS>(t, g);
+    __m512 scale, offset;
+    scales_avx512<BITS>(t, g, scale, offset);
     __m512i codes[CODES];
     for (int b = 0; b < CODES / 2; ++b) {  // low 4 bits (all of a 4-bit code)
       const __m512i v = _mm512_loadu_si512(wg + 64 * b);
@@ -198,8 +256,8 @@ __attribute__((target("avx2"))) inline __m256i dots_avx2(const __m256i* codes, c
 
 template <int BITS, int HALVES>
 __attribute__((target("avx2,f16c,fma")))
-void tile_avx2(const uint8_t* w, const uint16_t* sc, const Rows& x, int64_t m0, int64_t m1, int64_t groups,
-               float* y, int64_t ldy, float unscale) {
+void tile_avx2(const Tile& t, const Rows& x, int64_t m0, int64_t m1, int64_t groups, float* y, int64_t ldy,
+               float unscale) {
   constexpr int64_t GROUP = BITS == 4 ? 32 : 16;
   constexpr int CODES = BITS == 4 ? 8 : 4;
   __m256 acc[CHUNK][2];
@@ -207,14 +265,13 @@ void tile_avx2(const uint8_t* w, const uint16_t* sc, const Rows& x, int64_t m0, 
   for (int64_t r = 0; r < rows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   const __m256i low = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30);
   for (int64_t g = 0; g < groups; ++g) {
-    const uint8_t* wg = w + g * (BITS == 4 ? BLOCK4 : BLOCK6);
-    prefetch_ahead<BITS>(wg, sc + g * 32);
+    const uint8_t* wg = t.w + g * (BITS == 4 ? BLOCK4 : BLOCK6);
+    prefetch_ahead<BITS>(t, g);
     const int64_t k0 = g * GROUP;
     __m256 scale[2], offset[2];
     __m256i codes[2][CODES];
     for (int h = 0; h < 2; ++h) {  // lanes 8h .. 8h + 7
-      scale[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + g * 32 + 8 * h)));
-      offset[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + g * 32 + 16 + 8 * h)));
+      scales_avx2<BITS>(t, g, 8 * h, scale[h], offset[h]);
       for (int b = 0; b < CODES / 2; ++b) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wg + 64 * b + 32 * h));
         codes[h][2 * b] = _mm256_and_si256(v, low);
@@ -302,10 +359,10 @@ struct AmxDots {  // one group's dots, [rows, 16] per half
 // acc [rows] += group g's dots, scaled (add_group, as tile_avx512).
 template <int HALVES>
 __attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma")))
-inline void scale_group(const AmxDots<HALVES>& done, int64_t g, const uint16_t* sc, const Rows& x, int64_t m0,
+inline void scale_group(const AmxDots<HALVES>& done, int64_t g, const Tile& t, const Rows& x, int64_t m0,
                         int64_t rows, __m512* acc) {
-  const __m512 scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + g * 32)));
-  const __m512 offset = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + g * 32 + 16)));
+  __m512 scale, offset;
+  scales_avx512<4>(t, g, scale, offset);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t m = m0 + r;
     __m512i dot = _mm512_slli_epi32(_mm512_load_si512(done.dots[0] + 16 * r), 8);
@@ -318,8 +375,8 @@ inline void scale_group(const AmxDots<HALVES>& done, int64_t g, const uint16_t* 
 
 template <int HALVES>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma,amx-tile,amx-int8")))
-void tile_amx(const uint8_t* w, const uint16_t* sc, const Rows& x, int64_t m0, int64_t m1, int64_t groups,
-              float* y, int64_t ldy, float unscale) {
+void tile_amx(const Tile& t, const Rows& x, int64_t m0, int64_t m1, int64_t groups, float* y, int64_t ldy,
+              float unscale) {
   const int64_t rows = m1 - m0;
   TileConfig config;  // see AmxDots::compute
   for (int t : {0, 1, 3, 4, 6, 7}) {
@@ -332,15 +389,15 @@ void tile_amx(const uint8_t* w, const uint16_t* sc, const Rows& x, int64_t m0, i
   AmxDots<HALVES> stage[2];
   __m512 acc[CHUNK];
   for (int64_t r = 0; r < rows; ++r) acc[r] = _mm512_setzero_ps();
-  stage[0].template compute<0>(w, x, m0, 0);
+  stage[0].template compute<0>(t.w, x, m0, 0);
   for (int64_t g = 0; g < groups; g += 2) {  // the tiles one group ahead of the vector units
-    prefetch_ahead<4>(w + g * BLOCK4, sc + g * 32);
-    if (g + 1 < groups) stage[1].template compute<1>(w + (g + 1) * BLOCK4, x, m0, (g + 1) * 32);
-    scale_group<HALVES>(stage[0], g, sc, x, m0, rows, acc);
+    prefetch_ahead<4>(t, g);
+    if (g + 1 < groups) stage[1].template compute<1>(t.w + (g + 1) * BLOCK4, x, m0, (g + 1) * 32);
+    scale_group<HALVES>(stage[0], g, t, x, m0, rows, acc);
     if (g + 1 < groups) {
-      prefetch_ahead<4>(w + (g + 1) * BLOCK4, sc + (g + 1) * 32);
-      if (g + 2 < groups) stage[0].template compute<0>(w + (g + 2) * BLOCK4, x, m0, (g + 2) * 32);
-      scale_group<HALVES>(stage[1], g + 1, sc, x, m0, rows, acc);
+      prefetch_ahead<4>(t, g + 1);
+      if (g + 2 < groups) stage[0].template compute<0>(t.w + (g + 2) * BLOCK4, x, m0, (g + 2) * 32);
+      scale_group<HALVES>(stage[1], g + 1, t, x, m0, rows, acc);
     }
   }
   _tile_release();
@@ -357,8 +414,7 @@ bool tile_state_granted() {
   return granted;
 }
 
-using TileFn = void (*)(const uint8_t*, const uint16_t*, const Rows&, int64_t, int64_t, int64_t, float*, int64_t,
-                        float);
+using TileFn = void (*)(const Tile&, const Rows&, int64_t, int64_t, int64_t, float*, int64_t, float);
 
 TileFn pick(int64_t isa, int64_t bits, int64_t halves, int64_t rows) {
   if (isa == 3 && bits == 4 && rows >= AMX_ROWS) return halves == 2 ? tile_amx<2> : tile_amx<1>;
@@ -372,10 +428,10 @@ TileFn pick(int64_t isa, int64_t bits, int64_t halves, int64_t rows) {
 
 // isa: 3 = AMX-INT8 beside AVX-512 VNNI, 2 = AVX-512 VNNI, 1 = AVX2 (the caller checks what the CPU has); halves: 1
 // or 2 (see quantize).
-at::Tensor dot8_mm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& scales, int64_t bits, int64_t halves,
-                   double unscale, int64_t isa) {
+at::Tensor dot8_mm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sub, const at::Tensor& sup, int64_t bits,
+                   int64_t halves, double unscale, int64_t isa) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(), "x: contiguous float32 [M, K]");
-  const specdecode::Dot8Part part = specdecode::dot8_part(w, scales, bits, unscale);
+  const specdecode::Dot8Part part = specdecode::dot8_part(w, sub, sup, bits, unscale);
   TORCH_CHECK(x.size(1) == part.groups * (bits == 4 ? 32 : 16), "x's K does not match w");
   auto y = at::empty({x.size(0), part.tiles * TILE}, x.options());
   specdecode::dot8_linear(x.data_ptr<float>(), x.size(0), x.size(1), {part}, halves, isa, y.data_ptr<float>(),
@@ -387,16 +443,20 @@ at::Tensor dot8_mm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& s
 
 namespace specdecode {
 
-Dot8Part dot8_part(const at::Tensor& w, const at::Tensor& scales, int64_t bits, double unscale) {
+Dot8Part dot8_part(const at::Tensor& w, const at::Tensor& sub, const at::Tensor& sup, int64_t bits, double unscale) {
   TORCH_CHECK(bits == 4 || bits == 6, "bits: 4 or 6");
   TORCH_CHECK(w.dim() == 3 && w.scalar_type() == at::kByte && w.is_contiguous() &&
                   w.size(2) == (bits == 4 ? BLOCK4 : BLOCK6),
               "w: contiguous uint8 [N / 16, K / group, 256 (4 bits) or 192 (6 bits)]");
-  TORCH_CHECK(scales.dim() == 3 && scales.scalar_type() == at::kHalf && scales.is_contiguous() &&
-                  scales.size(0) == w.size(0) && scales.size(1) == w.size(1) && scales.size(2) == 32,
-              "scales: contiguous float16 [N / 16, K / group, 32]");
-  return {w.data_ptr<uint8_t>(), reinterpret_cast<const uint16_t*>(scales.data_ptr<at::Half>()), w.size(0),
-          w.size(1), bits, static_cast<float>(unscale)};
+  const int64_t S = bits == 4 ? 32 : 16, per = SUPER / (bits == 4 ? 32 : 16);
+  TORCH_CHECK(sub.dim() == 3 && sub.scalar_type() == at::kByte && sub.is_contiguous() && sub.size(0) == w.size(0) &&
+                  sub.size(1) == w.size(1) && sub.size(2) == S,
+              "sub: contiguous uint8 [N / 16, K / group, 32 (4 bits) or 16 (6 bits)]");
+  TORCH_CHECK(sup.dim() == 3 && sup.scalar_type() == at::kHalf && sup.is_contiguous() && sup.size(0) == w.size(0) &&
+                  sup.size(1) == (w.size(1) + per - 1) / per && sup.size(2) == S,
+              "sup: contiguous float16 [N / 16, superblocks, 32 (4 bits) or 16 (6 bits)]");
+  return {w.data_ptr<uint8_t>(), sub.data_ptr<uint8_t>(), reinterpret_cast<const uint16_t*>(sup.data_ptr<at::Half>()),
+          w.size(0), w.size(1), bits, static_cast<float>(unscale)};
 }
 
 void dot8_linear(const float* x, int64_t M, int64_t K, const std::vector<Dot8Part>& parts, int64_t halves,
@@ -418,10 +478,13 @@ void dot8_linear(const float* x, int64_t M, int64_t K, const std::vector<Dot8Par
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t i = std::upper_bound(first.begin(), first.end(), t) - first.begin() - 1, local = t - first[i];
       const Dot8Part& part = parts[i];
-      const int64_t block = part.bits == 4 ? BLOCK4 : BLOCK6;
+      const int64_t block = part.bits == 4 ? BLOCK4 : BLOCK6, S = part.bits == 4 ? 32 : 16;
+      const int64_t per = SUPER / (part.bits == 4 ? 32 : 16), supers = (part.groups + per - 1) / per;
+      const Tile tile{part.w + local * part.groups * block, part.sub + local * part.groups * S,
+                      part.sup + local * supers * S};
       for (int64_t m0 = 0; m0 < M; m0 += CHUNK)
-        pick(isa, part.bits, halves, std::min(M, m0 + CHUNK) - m0)(part.w + local * part.groups * block, part.scales + local * part.groups * 32, rows, m0,
-           std::min(M, m0 + CHUNK), part.groups, y + TILE * t, ldy, part.unscale);
+        pick(isa, part.bits, halves, std::min(M, m0 + CHUNK) - m0)(tile, rows, m0, std::min(M, m0 + CHUNK),
+                                                                   part.groups, y + TILE * t, ldy, part.unscale);
     }
   });
 }
@@ -429,6 +492,6 @@ void dot8_linear(const float* x, int64_t M, int64_t K, const std::vector<Dot8Par
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(specdecode, m) {
-  m.def("dot8_mm(Tensor x, Tensor w, Tensor scales, int bits, int halves, float unscale, int isa) -> Tensor",
+  m.def("dot8_mm(Tensor x, Tensor w, Tensor sub, Tensor sup, int bits, int halves, float unscale, int isa) -> Tensor",
         &dot8_mm);
 }

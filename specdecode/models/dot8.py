@@ -1,8 +1,10 @@
 """int4-dot8: 4-bit and 6-bit weights against activations rounded to int8 per 32 inputs, in a C++ kernel of ours
 (dot8.cpp: AVX-512 VNNI, with AMX-INT8 tiles for 4-bit codes from 8 rows on, or AVX2; built by kernels.py).
 
-    w = code scale + offset per group of inputs: 4-bit codes in groups of 32 (a GGUF file's Q4_K sub-blocks as they
-        are), 6-bit codes in groups of 16 (Q6_K's as they are; other types rounded to 64 levels per 16 weights)
+    w = code scale + offset per group of inputs, the scales in GGUF's K-quant layout (`Blocks`): an 8-bit integer
+        per group times a float16 per superblock of 256 inputs. 4-bit codes in groups of 32 (a GGUF file's Q4_K
+        sub-blocks as they are), 6-bit codes in groups of 16 (Q6_K's as they are, offset -32 scale); other types
+        are rounded to these
     y = x W^T with x read in int8 per 32 inputs (as llama.cpp's Q8_0), or as two int8 halves (a 16-bit reading) for
         the matrices where int8 costs accuracy: the MLP's down projection, whose inputs have the widest range
         (rounded to int8 they moved 43 of 1678 argmaxes of the 1.5B against llama.cpp's, in two halves 13 do:
@@ -10,13 +12,15 @@
 
 Why: torch's int4 kernel computes in floats and re-reads the weights every 4 rows; integer dot products (VNNI's
 dpbusd, 64 per instruction) read each weight once for any number of rows, so a verify pass of a few tokens costs
-little more than one token's, and a prompt's rows share one read of the weights. Batch invariant at any row count,
-and bitwise the same on both paths (see dot8.cpp).
+little more than one token's, and a prompt's rows share one read of the weights. One pass of a 1.5B model reads
+its weights once: the K-quant scales cost 0.6 bits a weight (4 bits) and 0.56 (6 bits), where a float16 scale and
+offset per group cost 1 and 2. Batch invariant at any row count, and bitwise the same on every path (see dot8.cpp).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -24,49 +28,168 @@ from .kernels import ISAS
 
 TILE = 16  # output rows per tile
 GROUPS = {4: 32, 6: 16}  # inputs per weight scale, by code bits
+SUPER = 256  # inputs per superblock (one float16 d, and dmin, per output row): GGUF's K-quants'
+SUB_BYTES = {4: 32, 6: 16}  # bytes of sub-scales per tile and group: 16 sc (and 16 m for 4 bits)
+
+
+@dataclass
+class Blocks:
+    """A weight matrix [N, K] in GGUF's K-quant layout, as int4-dot8 holds it:
+
+        4 bits (groups of 32): w = code d sc + dmin m      code 0..15, sc 0..255, m -128..127
+        6 bits (groups of 16): w = (code - 32) d sc         code 0..63, sc -128..127
+
+    sc and m per group, d and dmin per superblock of 256 inputs (the last one shorter when K is not a multiple of
+    256), each a float16 up to a power of two shared by the matrix; every scale d sc and offset dmin m is then exact
+    in float32. A Q4_K block is this with dmin negated, a Q6_K block exactly this."""
+
+    codes: torch.Tensor  # [N, K] uint8
+    sc: torch.Tensor  # [N, K / group] int16
+    d: torch.Tensor  # [N, superblocks] float32
+    bits: int
+    m: torch.Tensor | None = None  # [N, K / group] int16 (4 bits)
+    dmin: torch.Tensor | None = None  # [N, superblocks] float32 (4 bits)
+
+    @property
+    def group(self) -> int:
+        return GROUPS[self.bits]
+
+    def _wide(self, per_super: torch.Tensor) -> torch.Tensor:
+        """[N, superblocks] -> [N, K / group]: each superblock's value for each of its groups."""
+        return per_super.repeat_interleave(SUPER // self.group, 1)[:, : self.sc.shape[1]]
+
+    def scale(self) -> torch.Tensor:
+        """[N, K / group] float32: d sc (exact)."""
+        return self._wide(self.d) * self.sc.float()
+
+    def offset(self) -> torch.Tensor:
+        """[N, K / group] float32: dmin m (4 bits) or -32 d sc (6 bits), exact."""
+        return self._wide(self.dmin) * self.m.float() if self.bits == 4 else -32 * self.scale()
+
+    def dense(self) -> torch.Tensor:
+        """[N, K] float64: code scale + offset."""
+        wide = lambda t: t.double().repeat_interleave(self.group, 1)  # noqa: E731
+        return self.codes.double() * wide(self.scale()) + wide(self.offset())
+
+    def rows(self, index: torch.Tensor | slice) -> Blocks:
+        """These output rows (a permutation, a selection or a slice)."""
+        pick = lambda t: None if t is None else t[index]  # noqa: E731
+        return Blocks(self.codes[index], self.sc[index], self.d[index], self.bits, pick(self.m), pick(self.dmin))
+
+    @staticmethod
+    def cat(blocks: list[Blocks]) -> Blocks:
+        """Matrices with the same bits and K stacked along N (a fused projection's part)."""
+        if len(blocks) == 1:
+            return blocks[0]
+        join = lambda name: None if getattr(blocks[0], name) is None else torch.cat(  # noqa: E731
+            [getattr(b, name) for b in blocks])
+        return Blocks(join("codes"), join("sc"), join("d"), blocks[0].bits, join("m"), join("dmin"))
+
+
+def _exponent(*tensors: torch.Tensor) -> int:
+    """The power of two that puts the largest magnitude among these at 2^15 or just under: float16's range."""
+    largest = max(float(t.abs().max()) for t in tensors if t.numel())
+    return math.floor(math.log2(32768 / largest)) if largest > 0 else 0
+
+
+def _half(t: torch.Tensor, exponent: int) -> torch.Tensor:
+    """t rounded up to a float16 times 2^-exponent (up: a largest scale over d must not exceed the integers' range)."""
+    scaled = t * 2.0**exponent
+    h = scaled.half()
+    h = torch.where(h.float() < scaled, torch.nextafter(h, torch.full_like(h, torch.inf)), h)
+    return h.float() * 2.0**-exponent
+
+
+def _per_super(per_group: torch.Tensor, bits: int) -> torch.Tensor:
+    """[N, G] -> [N, superblocks, groups per superblock], the last superblock padded with zeros."""
+    n, g = per_group.shape
+    per = SUPER // GROUPS[bits]
+    return torch.nn.functional.pad(per_group, (0, -g % per)).view(n, -1, per)
+
+
+def quantize(weight: torch.Tensor, bits: int) -> Blocks:
+    """weight [N, K] -> `Blocks`, every weight within half a step of itself: 4 bits: each group of 32 in 16 levels
+    from an offset at or below its minimum (dmin m, m rounded down) up to its maximum; 6 bits: each group of 16 in 63
+    levels symmetric about 0 (code 32). d (and dmin) is each superblock's largest scale (and minimum) over the
+    integers' range, float16 under one power of two for the matrix (as `Packed` stores them); each group's sc is its
+    scale over d rounded up, so the levels as rounded still span the group."""
+    group = GROUPS[bits]
+    n, k = weight.shape
+    if k % 32:
+        raise ValueError(f"the int4-dot8 format needs a multiple of 32 inputs, not {k}")
+    w = weight.float().reshape(n, -1, group)
+    groups, per = w.shape[1], SUPER // group
+    wide = lambda d: d.repeat_interleave(per, 1)[:, :groups]  # noqa: E731
+    largest = lambda values, limit: _per_super(values.abs(), bits).amax(dim=-1) / limit  # noqa: E731
+
+    def integers(values: torch.Tensor, d: torch.Tensor, limit: int, rounding) -> torch.Tensor:
+        return torch.where(wide(d) > 0, rounding(values / wide(d).clamp(min=1e-30)), 0).clamp(-limit, limit)
+
+    if bits == 4:
+        low = w.amin(dim=-1)
+        dmin = largest(low, 127)
+        dmin = _half(dmin, _exponent(dmin) - 1)  # (an exponent of its own first: the offsets set the scales)
+        m = integers(low, dmin, 127, torch.floor)
+        scale = (w.amax(dim=-1) - wide(dmin) * m) / 15
+        d = largest(scale, 255)
+        exponent = _exponent(d, dmin) - 1
+        d, dmin = _half(d, exponent), _half(dmin, exponent)
+        blocks = Blocks(w.new_zeros(n, k, dtype=torch.uint8), integers(scale, d, 255, torch.ceil).to(torch.int16),
+                        d, 4, m.to(torch.int16), dmin)
+    else:
+        scale = w.abs().amax(dim=-1) / 31
+        d = largest(scale, 127)
+        d = _half(d, _exponent(d) - 1)
+        blocks = Blocks(w.new_zeros(n, k, dtype=torch.uint8), integers(scale, d, 127, torch.ceil).to(torch.int16),
+                        d, 6)
+    step = blocks.scale()[..., None]  # [N, G, 1] as rounded
+    codes = torch.round((w - blocks.offset()[..., None]) / step.clamp(min=1e-30)).clamp(0, (1 << bits) - 1)
+    blocks.codes = torch.where(step > 0, codes, 0 if bits == 4 else 32).to(torch.uint8).view(n, k)
+    return blocks
 
 
 class Packed:
     """One weight matrix [N, K] in the kernel's layout (dot8.cpp): w [N / 16, K / group, 256 (4 bits) or 192 (6 bits:
-    low 4 bits, then high 2)] uint8, scales [N / 16, K / group, 32] float16 (scaled by a power of two, undone by
-    `unscale`)."""
+    low 4 bits, then high 2)] uint8; sub [N / 16, K / group, 32 (4 bits: the 16 rows' sc, then their m) or 16 (6
+    bits: sc)] uint8 (m and 6-bit sc as int8); sup [N / 16, superblocks, 32 (d, then dmin) or 16 (d)] float16, scaled
+    by a power of two that `unscale` undoes."""
 
-    def __init__(self, codes: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor, bits: int, halves: int = 1):
-        """codes [N, K] (0..15 for 4 bits, 0..127 for 6), scale and offset [N, K / group]: w = code scale + offset.
-        halves: how many int8 halves of each input the products read (2: a 16-bit reading)."""
+    def __init__(self, blocks: Blocks, halves: int = 1):
+        """halves: how many int8 halves of each input the products read (2: a 16-bit reading)."""
         if halves not in (1, 2):
             raise ValueError(f"halves must be 1 or 2, not {halves!r}")
-        self.halves = halves
-        n, k = codes.shape
-        group = GROUPS[bits]
+        self.halves, self.bits = halves, blocks.bits
+        n, k = blocks.codes.shape
         if k % 32:
             raise ValueError(f"the int4-dot8 format needs a multiple of 32 inputs, not {k}")
-        self.bits, self.out_features, self.in_features = bits, n, k
+        self.out_features, self.in_features = n, k
         pad = -n % TILE  # outputs up to whole tiles: zero rows, cut from the result
         if pad:
-            codes, scale, offset = (torch.cat([t, t.new_zeros(pad, t.shape[1])]) for t in (codes, scale, offset))
-        tiles, groups = (n + pad) // TILE, k // group
-        c = codes.to(torch.uint8).view(tiles, TILE, groups, -1, 2, 4)  # [T, lane, G, block, first / second, j]
+            blocks = Blocks(*(torch.cat([t, t.new_zeros(pad, t.shape[1])]) if isinstance(t, torch.Tensor) else t
+                              for t in (blocks.codes, blocks.sc, blocks.d, blocks.bits, blocks.m, blocks.dmin)))
+        bits, tiles, groups = blocks.bits, (n + pad) // TILE, blocks.sc.shape[1]
+        c = blocks.codes.to(torch.uint8).view(tiles, TILE, groups, -1, 2, 4)  # [T, lane, G, block, first / second, j]
         nibbles = c & 0x0F
-        blocks = nibbles[..., 0, :] | (nibbles[..., 1, :] << 4)  # [T, lane, G, 4 (bits 4) or 2 (bits 6), j]
+        packed = nibbles[..., 0, :] | (nibbles[..., 1, :] << 4)  # [T, lane, G, 4 (bits 4) or 2 (bits 6), j]
         if bits == 6:
             high = (c >> 4).view(tiles, TILE, groups, 4, 4)  # [T, lane, G, c, j]: bits 4-5 of code 4c + j
             high = high[..., 0, :] | high[..., 1, :] << 2 | high[..., 2, :] << 4 | high[..., 3, :] << 6
-            blocks = torch.cat([blocks, high[..., None, :]], dim=3)
-        self.w = blocks.permute(0, 2, 3, 1, 4).reshape(tiles, groups, -1).contiguous()
-        both = torch.stack([scale.float(), offset.float()])  # [2, N, G]
-        largest = float(both.abs().max())
-        exponent = math.floor(math.log2(32768 / largest)) if largest > 0 else 0
-        self.unscale = 2.0 ** -exponent
-        both = (both * 2.0 ** exponent).view(2, tiles, TILE, groups).permute(1, 3, 0, 2)  # [T, G, 2, 16]
-        self.scales = both.reshape(tiles, groups, 32).to(torch.float16).contiguous()
+            packed = torch.cat([packed, high[..., None, :]], dim=3)
+        self.w = packed.permute(0, 2, 3, 1, 4).reshape(tiles, groups, -1).contiguous()
+        per_lane = lambda t: t.view(tiles, TILE, -1).transpose(1, 2)  # [N, X] -> [T, X, lane]  # noqa: E731
+        sub = [blocks.sc] if bits == 6 else [blocks.sc, blocks.m]
+        self.sub = (torch.cat([per_lane(t.to(torch.int16)) for t in sub], dim=2) & 0xFF).to(torch.uint8).contiguous()
+        sup = [blocks.d] if bits == 6 else [blocks.d, blocks.dmin]
+        exponent = _exponent(*sup)
+        self.unscale = 2.0**-exponent
+        self.sup = torch.cat([per_lane(t * 2.0**exponent) for t in sup], dim=2).to(torch.float16).contiguous()
 
     @property
     def nbytes(self) -> int:
-        return self.w.numel() + self.scales.numel() * 2
+        return self.w.numel() + self.sub.numel() + self.sup.numel() * 2
 
-    def dense(self) -> torch.Tensor:
-        """The weights this holds, [N, K] float64, unpacked from the kernel's layout (scales as rounded)."""
+    def blocks(self) -> Blocks:
+        """The weights this holds, unpacked from the kernel's layout."""
         tiles, groups, size = self.w.shape
         c = self.w.view(tiles, groups, size // 64, TILE, 4).permute(0, 3, 1, 2, 4)  # [T, lane, G, block, j]
         nibbles = c[:, :, :, : 4 if self.bits == 4 else 2]
@@ -74,27 +197,26 @@ class Packed:
         if self.bits == 6:  # bits 4-5 of code 4i + j: [T, lane, G, i, j]
             high = torch.stack([(c[:, :, :, 2] >> 2 * i) & 3 for i in range(4)], dim=-2)
             codes = codes.reshape(high.shape) | high << 4
-        codes = codes.reshape(tiles * TILE, self.in_features).double()
-        both = self.scales.double().view(tiles, groups, 2, TILE).permute(2, 0, 3, 1) * self.unscale  # [2, T, 16, G]
-        scale, offset = (t.reshape(tiles * TILE, groups).repeat_interleave(GROUPS[self.bits], 1) for t in both)
-        return (codes * scale + offset)[: self.out_features]
+        n = self.out_features
+        codes = codes.reshape(tiles * TILE, self.in_features)[:n]
+        rows = lambda t: t.transpose(1, 2).reshape(tiles * TILE, -1)[:n]  # [T, X, lane] -> [N, X]  # noqa: E731
+        sub = self.sub.view(torch.int8) if self.bits == 6 else self.sub
+        sc = rows(sub[..., :TILE]).to(torch.int16)
+        sup = self.sup.float() * self.unscale
+        if self.bits == 6:
+            return Blocks(codes, sc, rows(sup), 6)
+        m = rows(self.sub[..., TILE:].view(torch.int8)).to(torch.int16)
+        return Blocks(codes, sc, rows(sup[..., :TILE]), 4, m, rows(sup[..., TILE:]))
+
+    def dense(self) -> torch.Tensor:
+        """The weights this holds, [N, K] float64."""
+        return self.blocks().dense()
 
     def __call__(self, x: torch.Tensor, isa: str) -> torch.Tensor:
         """x [M, K] -> [M, N] float32."""
-        y = torch.ops.specdecode.dot8_mm(x.float().contiguous(), self.w, self.scales, self.bits, self.halves,
+        y = torch.ops.specdecode.dot8_mm(x.float().contiguous(), self.w, self.sub, self.sup, self.bits, self.halves,
                                          self.unscale, ISAS[isa])
         return y if y.shape[1] == self.out_features else y[:, : self.out_features]
-
-
-def quantize(weight: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """weight [N, K] -> codes [N, K], scale and offset [N, K / group]: each group rounded to 2^bits levels from its
-    minimum to its maximum (6 bits use 64 levels)."""
-    group, levels = GROUPS[bits], 2 ** bits - 1
-    w = weight.float().reshape(weight.shape[0], -1, group)
-    low, high = w.amin(dim=-1), w.amax(dim=-1)
-    scale = ((high - low) / levels).clamp(min=1e-12)
-    codes = torch.round((w - low[..., None]) / scale[..., None]).clamp(0, levels).to(torch.uint8)
-    return codes.reshape(weight.shape), scale, low
 
 
 def reference(x: torch.Tensor, weight: torch.Tensor, halves: int = 1) -> torch.Tensor:

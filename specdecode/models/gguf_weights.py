@@ -1,9 +1,10 @@
 """A GGUF file's weights straight into the native engine's formats, without a detour through an fp32 checkpoint.
 
     Q4_K  (256 weights: 8 sub-blocks of 32, each w = d sc q - dmin m, q in 0..15)
-          -> int4 as it is: code = q, scale = d sc, zero = 8 d sc - dmin m (only scale and zero are rounded, to bf16)
+          -> int4-dot8's 4-bit blocks as they are (`dot8.Blocks`: the same integers and float16s, dmin negated);
+             int4: code = q, scale = d sc, zero = 8 d sc - dmin m (only scale and zero are rounded, to bf16)
     Q6_K  (256 weights: 16 sub-blocks of 16, each w = d sc (q - 32), q in 0..63)
-          -> int4-dot8's 6-bit groups as they are: code = q, scale = d sc, offset = -32 d sc
+          -> int4-dot8's 6-bit blocks as they are
     other types (Q5_0, Q8_0, Q4_1, F16, ...; Q6_K outside int4-dot8)
           -> the `gguf` package's reference dequantisation, then the format's own rounding (`linear.Linear`).
              Finer types than Q4_K are kept finer unless asked otherwise (a draft's cheaper choice): int4 holds them
@@ -28,7 +29,8 @@ from gguf.quants import Q4_K
 from tqdm import tqdm
 
 from . import dot8
-from .linear import GROUP, Linear, activation_dtype
+from .dot8 import Blocks
+from .linear import Linear, activation_dtype
 from .llama import LlamaLayer, LlamaShape, UnsupportedModel
 
 __all__ = ["GGUFWeights", "read_gguf"]
@@ -78,9 +80,8 @@ class GGUFWeights:
         values = dequantize(t.data, t.tensor_type).reshape([int(n) for n in reversed(t.shape)])
         return torch.from_numpy(np.array(values, dtype=np.float32)).to(dtype)  # a writable copy
 
-    def q4_k(self, name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """A Q4_K matrix as codes [N, K] (uint8, 0..15), scale and offset [N, K / 32] (float32):
-        w = code scale + offset."""
+    def q4_k(self, name: str) -> Blocks:
+        """A Q4_K matrix as it is: codes [N, K] (0..15), sc and m [N, K / 32] (0..63), d and -dmin [N, K / 256]."""
         t = self.tensors[name]
         n, k = int(t.shape[1]), int(t.shape[0])
         blocks = np.array(t.data).reshape(-1, Q4_K_BYTES)  # [N K / 256, 144], a writable copy
@@ -89,36 +90,35 @@ class GGUFWeights:
         sc, m = Q4_K.get_scale_min(blocks[:, 4:16])  # [B, 8] each: 6-bit sub-block scales and minima
         qs = blocks[:, 16:].reshape(-1, 4, 1, 32) >> np.array([0, 4], dtype=np.uint8).reshape(1, 1, 2, 1)
         codes = (qs & 0x0F).reshape(n, k)  # sub-block 2j: the low nibbles of bytes 32j..; 2j + 1: the high ones
-        scale = (d * sc).reshape(n, k // GROUP)
-        minimum = (dmin * m).reshape(n, k // GROUP)
-        return torch.from_numpy(codes), torch.from_numpy(scale), torch.from_numpy(-minimum)
+        per_group = lambda a: torch.from_numpy(a.astype(np.int16).reshape(n, k // 32))  # noqa: E731
+        per_super = lambda a: torch.from_numpy(a.reshape(n, k // 256))  # noqa: E731
+        return Blocks(torch.from_numpy(codes), per_group(sc), per_super(d), 4, per_group(m), per_super(-dmin))
 
-    def q6_k(self, name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """A Q6_K matrix as codes [N, K] (uint8, 0..63), scale and offset [N, K / 16] (float32):
-        w = code scale + offset. The codes come from the reference dequantisation divided by each sub-block's
-        scale, which recovers them exactly (|q - 32| <= 32)."""
+    def q6_k(self, name: str) -> Blocks:
+        """A Q6_K matrix as it is: codes [N, K] (0..63), sc [N, K / 16] (int8), d [N, K / 256]. The codes come from
+        the reference dequantisation divided by each sub-block's scale, which recovers them exactly
+        (|q - 32| <= 32)."""
         t = self.tensors[name]
         n, k = int(t.shape[1]), int(t.shape[0])
         blocks = np.array(t.data).reshape(-1, Q6_K_BYTES)
-        d = blocks[:, 208:210].view(np.float16).astype(np.float32)  # [B, 1]
-        scale = (d * blocks[:, 192:208].view(np.int8).astype(np.float32)).reshape(n, k // 16)
+        d = torch.from_numpy(blocks[:, 208:210].view(np.float16).astype(np.float32).reshape(n, k // 256))
+        sc = torch.from_numpy(blocks[:, 192:208].view(np.int8).astype(np.int16).reshape(n, k // 16))
+        step = (d.repeat_interleave(16, 1) * sc)[..., None]  # [N, K / 16, 1]
         dense = self.dense(name).view(n, k // 16, 16)
-        step = torch.from_numpy(scale)
-        codes = torch.where(step[..., None] != 0, torch.round(dense / step[..., None]), 0) + 32
-        return codes.clamp(0, 63).to(torch.uint8).view(n, k), step, -32 * step
+        codes = torch.where(step != 0, torch.round(dense / step), 0) + 32
+        return Blocks(codes.clamp(0, 63).to(torch.uint8).view(n, k), sc, d, 6)
 
-    def codes(self, name: str, heads: int | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
-        """One matrix for int4-dot8: (codes [N, K], scale, offset [N, K / group], bits), Q4_K and Q6_K as they are,
-        other types rounded to 6 bits (4 without keep_finer); rows un-permuted for `heads` heads."""
+    def blocks(self, name: str, heads: int | None) -> Blocks:
+        """One matrix for int4-dot8, Q4_K and Q6_K as they are, other types rounded to 6 bits (4 without
+        keep_finer); rows un-permuted for `heads` heads."""
         kind = self.tensors[name].tensor_type
         if kind == GGMLQuantizationType.Q4_K:
-            parts, bits = self.q4_k(name), 4
+            blocks = self.q4_k(name)
         elif kind == GGMLQuantizationType.Q6_K and self.keep_finer:
-            parts, bits = self.q6_k(name), 6
+            blocks = self.q6_k(name)
         else:
-            bits = 6 if self.keep_finer else 4
-            parts = dot8.quantize(self.dense(name), bits)
-        return (*(_unpermute(x, heads) for x in parts), bits)
+            blocks = dot8.quantize(self.dense(name), 6 if self.keep_finer else 4)
+        return _unpermute(blocks, heads)
 
     def linear(self, names: list[str], fmt: str, bias: bool = False, permute: list[int | None] | None = None,
                precise_inputs: bool = False) -> Linear:
@@ -127,15 +127,14 @@ class GGUFWeights:
         permute = permute or [None] * len(names)
         biases = torch.cat([self.dense(n.replace(".weight", ".bias")) for n in names]) if bias else None
         if fmt == "int4-dot8":  # neighbours with the same bits stacked into one part
-            parts = [self.codes(n, h) for n, h in zip(names, permute, strict=True)]
-            runs = [list(run) for _, run in itertools.groupby(parts, key=lambda part: part[3])]
-            return Linear.from_codes([(*(torch.cat([part[i] for part in run]) for i in range(3)), run[0][3])
-                                      for run in runs], bias=biases, precise_inputs=precise_inputs)
+            parts = [self.blocks(n, h) for n, h in zip(names, permute, strict=True)]
+            runs = [Blocks.cat(list(run)) for _, run in itertools.groupby(parts, key=lambda part: part.bits)]
+            return Linear.from_blocks(runs, bias=biases, precise_inputs=precise_inputs)
         q4_k = [self.tensors[n].tensor_type == GGMLQuantizationType.Q4_K for n in names]
         if fmt == "int4" and all(q4_k):
-            parts = [[_unpermute(x, h) for x in self.q4_k(n)] for n, h in zip(names, permute, strict=True)]
-            codes, scale, offset = (torch.cat(xs) for xs in zip(*parts, strict=True))
-            return Linear.from_int4(codes, scale, offset + 8 * scale, bias=biases)
+            blocks = Blocks.cat([_unpermute(self.q4_k(n), h) for n, h in zip(names, permute, strict=True)])
+            scale = blocks.scale()
+            return Linear.from_int4(blocks.codes, scale, blocks.offset() + 8 * scale, bias=biases)
         weight = torch.cat([_unpermute(self.dense(n), h) for n, h in zip(names, permute, strict=True)])
         if fmt == "int4" and not any(q4_k) and self.keep_finer:
             fmt = "int8"  # 16 levels per 32 weights lose too much of Q6_K / Q5_0 / Q8_0 (docs/real-pair.md)
@@ -155,10 +154,12 @@ class GGUFWeights:
         )
 
 
-def _unpermute(x: torch.Tensor, heads: int | None) -> torch.Tensor:
+def _unpermute(x: torch.Tensor | Blocks, heads: int | None) -> torch.Tensor | Blocks:
     """Rows [heads * hd, ...] from llama.cpp's interleaved order back to rotate-half (None: unchanged)."""
     if heads is None:
         return x
+    if isinstance(x, Blocks):
+        return x.rows(_unpermute(torch.arange(x.codes.shape[0]), heads))
     rest = x.shape[1:]
     return x.reshape(heads, -1, 2, *rest).transpose(1, 2).reshape(x.shape)
 

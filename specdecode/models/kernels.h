@@ -11,13 +11,15 @@ namespace specdecode {
 
 struct Dot8Part {  // one packed int4-dot8 matrix (dot8.py `Packed`): tiles x 16 outputs, groups of inputs
   const uint8_t* w;
-  const uint16_t* scales;
+  const uint8_t* sub;
+  const uint16_t* sup;
   int64_t tiles, groups, bits;
   float unscale;
 };
 
-// A Packed matrix's tensors, checked: w [N / 16, K / group, 256 or 192] uint8, scales [N / 16, K / group, 32] float16.
-Dot8Part dot8_part(const at::Tensor& w, const at::Tensor& scales, int64_t bits, double unscale);
+// A Packed matrix's tensors, checked: w [N / 16, K / group, 256 or 192] uint8, sub [N / 16, K / group, 32 or 16]
+// uint8, sup [N / 16, superblocks, 32 or 16] float16.
+Dot8Part dot8_part(const at::Tensor& w, const at::Tensor& sub, const at::Tensor& sup, int64_t bits, double unscale);
 
 // y [M, ldy] (columns 0 .. 16 sum(tiles)) = x [M, K] W^T for the parts stacked along N; x read as `halves` int8
 // halves per 32 inputs, once for all the parts; isa: 3 = AMX-INT8 beside AVX-512 VNNI, 2 = AVX-512 VNNI, 1 = AVX2.

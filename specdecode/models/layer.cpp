@@ -27,7 +27,7 @@ struct Linear {  // one of the layer's matrices: its parts stacked along N
   int64_t halves, out;
 };
 
-// The layer's four linears (qkv, o, gate_up, down) from weights [w, scales per part, in order], parts per linear,
+// The layer's four linears (qkv, o, gate_up, down) from weights [w, sub, sup per part, in order], parts per linear,
 // bits and unscale per part, halves per linear.
 std::vector<Linear> linears(at::TensorList weights, at::IntArrayRef parts, at::IntArrayRef bits,
                             at::ArrayRef<double> unscales, at::IntArrayRef halves) {
@@ -37,10 +37,10 @@ std::vector<Linear> linears(at::TensorList weights, at::IntArrayRef parts, at::I
   for (size_t i = 0; i < 4; ++i) {
     Linear linear{{}, halves[i], 0};
     for (int64_t j = 0; j < parts[i]; ++j, ++next) {
-      TORCH_CHECK(2 * next + 1 < weights.size() && next < bits.size() && next < unscales.size(),
+      TORCH_CHECK(3 * next + 2 < weights.size() && next < bits.size() && next < unscales.size(),
                   "dot8_layer: fewer weights than parts");
-      linear.parts.push_back(specdecode::dot8_part(weights[2 * next], weights[2 * next + 1], bits[next],
-                                                   unscales[next]));
+      linear.parts.push_back(specdecode::dot8_part(weights[3 * next], weights[3 * next + 1], weights[3 * next + 2],
+                                                   bits[next], unscales[next]));
       linear.out += 16 * linear.parts.back().tiles;
     }
     out.push_back(linear);

@@ -8,16 +8,17 @@
     int4          4-bit codes, scale + zero      bf16          `aten._weight_int4pack_mm_for_cpu`      -
                   per group of 32 inputs (bf16)
     int4-dot8     4-bit codes per 32 inputs or   int8 per 32   our C++ kernel (dot8.py, dot8.cpp):     AVX2
-                  6-bit per 16, scale + offset   inputs        integer dot products, AVX-512 VNNI / AVX2
-                  (float16)
+                  6-bit per 16, 8-bit scales     inputs        integer dot products, AVX-512 VNNI / AVX2
+                  per group x float16 per 256
 
 Numerics: bf16 and fp32 hold the checkpoint's weights rounded to that dtype; int8 rounds each weight row to 255
 levels of its largest magnitude (a slightly different model: its logits differ from the fp32 ones by about 1e-1,
 so its greedy text may differ from the other formats'; it is exact with respect to itself like any target).
 int4 holds w = (code - 8) scale + zero per group of GROUP inputs: a GGUF file's Q4_K sub-blocks map onto it as they
 are (`Linear.from_int4`, models/gguf_weights.py), other weights are rounded to 16 levels between each group's
-minimum and maximum. int4-dot8 holds the same 4-bit groups, or a GGUF file's 6-bit ones (Q6_K) as they are
-(`Linear.from_codes`), and rounds each pass's inputs to int8 per 32, as llama.cpp does for its own products.
+minimum and maximum. int4-dot8 holds a GGUF file's Q4_K and Q6_K blocks as they are, scales included
+(`Linear.from_blocks`, `dot8.Blocks`), other weights rounded to them, and rounds each pass's inputs to int8 per 32,
+as llama.cpp does for its own products.
 Batch invariance (row i of a k-row pass bitwise equal to the same row computed alone): the linears of int8 are
 invariant at any row count on the CPUs measured, bf16-onednn's up to 32 rows (an AMX Xeon's oneDNN changes kernels
 past that, so its products run in slices of at most 32 rows), but torch's CPU flash attention switches kernels at 4
@@ -32,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from ..cpu import Capability, capability
-from .dot8 import Packed, quantize
+from .dot8 import Blocks, Packed, quantize
 from .kernels import KernelUnavailable, kernel_isa, load_kernels
 
 FORMATS = ("bf16-onednn", "bf16", "fp32", "int8", "int4", "int4-dot8")
@@ -112,7 +113,7 @@ class Linear:
         elif fmt == "int4":
             self._pack_int4(*quantize_int4(weight))
         elif fmt == "int4-dot8":
-            self._pack_dot8([(*quantize(weight, 4), 4)], precise_inputs)
+            self._pack_dot8([quantize(weight, 4)], precise_inputs)
         elif fmt == "bf16-onednn":
             self.weight = torch.ops.mkldnn._reorder_linear_weight(weight.to(dtype).contiguous())
         else:
@@ -129,28 +130,27 @@ class Linear:
         return linear
 
     @classmethod
-    def from_codes(cls, parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]],
-                   bias: torch.Tensor | None = None, precise_inputs: bool = False) -> Linear:
-        """An int4-dot8 Linear from parts stacked along N, each (codes [n, K], scale, offset [n, K / group], bits):
-        w = code scale + offset (dot8.Packed); fused projections whose matrices differ in bits keep one part each.
-        precise_inputs: as for the constructor."""
+    def from_blocks(cls, parts: list[Blocks], bias: torch.Tensor | None = None, precise_inputs: bool = False
+                    ) -> Linear:
+        """An int4-dot8 Linear from parts stacked along N (`dot8.Blocks`, packed as they are); fused projections
+        whose matrices differ in bits keep one part each. precise_inputs: as for the constructor."""
         linear = cls.__new__(cls)
         linear.format, linear.weight_dtype = "int4-dot8", torch.float32
-        linear.out_features = sum(part[0].shape[0] for part in parts)
+        linear.out_features = sum(part.codes.shape[0] for part in parts)
         linear.bias = bias.to(_bias_dtype("int4-dot8")).contiguous() if bias is not None else None
         linear._pack_dot8(parts, precise_inputs)
         return linear
 
-    def _pack_dot8(self, parts: list[tuple], precise_inputs: bool) -> None:
-        self.parts = [Packed(*part, halves=2 if precise_inputs else 1) for part in parts]
+    def _pack_dot8(self, parts: list[Blocks], precise_inputs: bool) -> None:
+        self.parts = [Packed(part, halves=2 if precise_inputs else 1) for part in parts]
         self.isa = kernel_isa(capability())
 
     def dot8_parts(self) -> tuple[list[torch.Tensor], list[int], list[float]] | None:
-        """An int4-dot8 Linear as layer.cpp takes it: each part's w and scales one after another, each part's bits
-        and unscale; None for other formats or a part not in whole tiles of 16 outputs."""
+        """An int4-dot8 Linear as layer.cpp takes it: each part's w, sub and sup one after another, each part's
+        bits and unscale; None for other formats or a part not in whole tiles of 16 outputs."""
         if self.format != "int4-dot8" or any(part.out_features % 16 for part in self.parts):
             return None
-        return ([t for part in self.parts for t in (part.w, part.scales)], [part.bits for part in self.parts],
+        return ([t for part in self.parts for t in (part.w, part.sub, part.sup)], [part.bits for part in self.parts],
                 [part.unscale for part in self.parts])
 
     def _pack_int4(self, codes: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor) -> None:
