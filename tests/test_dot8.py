@@ -72,7 +72,7 @@ def test_other_weights_round_to_blocks_within_half_a_step(bits):
         assert (blocks.offset() <= w.amin(-1)).all()
 
 
-BOUND = 1e-5  # of the largest output: float32 rounding of the kernel's per-group float steps
+BOUND = 1e-6  # of the largest output: float32 rounding of the kernel's per-group float steps
 
 
 @pytest.mark.parametrize("halves", [1, 2])
@@ -87,6 +87,39 @@ def test_the_kernel_computes_its_reference(bits, halves, rows):
     got = p(x, ISA).double()
     assert got.shape == (rows, 48)
     assert (got - expected).abs().max() <= BOUND * expected.abs().max()
+
+
+@pytest.mark.parametrize("halves", [1, 2])
+@pytest.mark.parametrize("bits", [4, 6])
+def test_several_superblocks_and_a_shorter_last_one(bits, halves):
+    """K = 896: three superblocks of 256 inputs and one of 128, each with its own d (and dmin), against inputs whose
+    magnitudes differ by orders from one group of 32 to the next."""
+    p = dot8.Packed(random_blocks(48, 896, bits, seed=3), halves)
+    x = torch.randn(5, 896) * 10.0 ** torch.randint(-3, 2, (1, 896 // 32)).repeat_interleave(32, 1)
+    expected = dot8.reference(x, p.dense(), halves)
+    assert (p(x, ISA).double() - expected).abs().max() <= BOUND * expected.abs().max()
+
+
+@pytest.mark.parametrize("halves", [1, 2])
+@pytest.mark.parametrize("bits", [4, 6])
+def test_the_largest_integers_do_not_overflow(bits, halves):
+    """Every code, sub-scale and offset at the end of its range, and activations at the largest int8 (and a second
+    half of 127 where there is one): the kernel's int16 pair sums and int32 dots hold them exactly (summing one
+    more pair in int16 fails this test)."""
+    n, k = 32, 512
+    codes = torch.full((n, k), (1 << bits) - 1, dtype=torch.uint8)
+    full = lambda value, cols: torch.full((n, cols), value, dtype=torch.int16)  # noqa: E731
+    ones = torch.ones(n, k // dot8.SUPER)
+    for sign in (1, -1):  # the offsets (4 bits) and 6-bit sub-scales at either end
+        if bits == 4:
+            blocks = dot8.Blocks(codes, full(255, k // 32), ones, 4, full(127 if sign > 0 else -128, k // 32), ones)
+        else:
+            blocks = dot8.Blocks(codes, full(127 if sign > 0 else -128, k // 16), ones, 6)
+        p = dot8.Packed(blocks, halves)
+        x = torch.full((2, k), 126 + 127 / 256) * sign
+        x[:, ::64] = 127 * sign  # where a group's largest is 127, the others read as 126 + 127/256 in two halves
+        expected = dot8.reference(x, p.dense(), halves)
+        assert (p(x, ISA).double() - expected).abs().max() <= BOUND * expected.abs().max()
 
 
 @pytest.mark.parametrize("halves", [1, 2])

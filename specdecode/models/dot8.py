@@ -225,7 +225,7 @@ def reference(x: torch.Tensor, weight: torch.Tensor, halves: int = 1) -> torch.T
     m, k = x.shape
     groups = x.float().view(m, k // 32, 32)
     amax = groups.abs().amax(dim=-1, keepdim=True)
-    inv = torch.where(amax > 0, 127 / amax, torch.zeros_like(amax))
+    inv = torch.where(amax > 0, torch.full_like(amax, 127) / amax, 0)  # (127 / amax would round as 127 * (1 / amax))
     v = groups * inv
     hi = torch.round(v)
     lo = torch.round((v - hi) * 256).clamp(-127, 127) if halves == 2 else torch.zeros_like(v)
