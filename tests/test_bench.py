@@ -128,3 +128,9 @@ def test_method_specs_are_parsed_before_anything_is_built(capsys):
         assert main(["bench", "--target", "toy", *bad, "--out", "/nonexistent"]) == 2
         err = capsys.readouterr().err
         assert "--temperature" in err and len(err.strip().splitlines()) == 1
+
+
+def test_accuracy_on_a_target_without_a_gguf_file_is_a_one_line_error(capsys):
+    assert main(["bench", "--target", "toy", "--accuracy", "--out", "/nonexistent"]) == 2
+    err = capsys.readouterr().err
+    assert "--accuracy" in err and "GGUF" in err and len(err.strip().splitlines()) == 1

@@ -182,6 +182,8 @@ def _engine_steps(args: argparse.Namespace, command: str) -> int:
 
 def _accuracy(args: argparse.Namespace, command: str) -> int:
     target, reference = load_target(args.target), load_target(args.target, engine="llama.cpp")
+    if reference.engine != "llama.cpp":
+        raise ValueError(f"--accuracy compares with llama.cpp on the target's GGUF file, which {args.target} is not")
     if target.engine == "llama.cpp":
         raise ValueError("--accuracy compares a torch engine with llama.cpp: this target runs on llama.cpp already")
     models = {"ours": target.model, "llama.cpp": reference.model}
