@@ -86,6 +86,7 @@ class GenerationStats:
     accepted_at: list[int] = field(default_factory=list)  # per draft position: how often it was accepted
     accepted_per_round: list[int] = field(default_factory=list)
     drafted_per_round: list[int] = field(default_factory=list)
+    passes_per_round: list[int] = field(default_factory=list)  # draft model passes (0: a copy, or no draft)
     seconds: float = 0.0  # wall clock of the whole run, prefill included
     prefill_seconds: float = 0.0
     prefill_rounds: int = 0  # 1 when the first token came from the prefill (a round with no draft)
@@ -146,6 +147,7 @@ class GenerationStats:
             self.accepted_at[i] += 1
         self.accepted_per_round.append(n_accepted)
         self.drafted_per_round.append(g)
+        self.passes_per_round.append(proposal.forward_passes)
 
     @classmethod
     def total(cls, runs: Sequence[GenerationStats]) -> GenerationStats:

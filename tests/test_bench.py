@@ -62,26 +62,46 @@ def test_quick_bench_runs_and_its_reports_validate(tmp_path, capsys):
     assert "## Targets (greedy)" in (tmp_path / "tiny-random-llama" / "report.md").read_text()
 
 
-def test_predictions_use_the_measured_costs():
-    """A synthetic report: alpha 0.8, gamma 4 every round, c known, T(5)/T(1) = 1.2 -> the formula's number."""
-    stats = {"drafted_per_round": [4] * 10, "draft_calls": 40, "draft_seconds": 0.04, "rounds": 10,
-             "target_calls": 10, "seconds": 1.0, "prefill_seconds": 0.0}
+def _synthetic(stats: dict, alpha: float) -> dict:
+    """A report of ours plain (100 tokens/s, one draft-free run) and ours with draft "d" at 200 tokens/s, whose run
+    has these stats; T(5)/T(1) = 1.2."""
     plain_stats = {"drafted_per_round": [0] * 10, "draft_calls": 0, "draft_seconds": 0.0, "seconds": 1.0,
                    "prefill_seconds": 0.0}
-    report = {"engine": "native", "costs": {"native": {"ms": {"1": 10.0, "8": 14.0}, "ratio": {"1": 1.0, "5": 1.2,
-                                                                                                  "8": 1.4}}},
-              "methods": [{"method": "ours plain (native)", "sampling": "greedy", "family": "ours", "draft": "none",
-                           "tokens_per_second": 100.0},
-                          {"method": "ours d gamma 4", "sampling": "greedy", "family": "ours", "draft": "d",
-                           "tokens_per_second": 200.0, "alpha": 0.8, "tokens_per_target_call": 3.0}],
-              "runs": [{"method": "ours plain (native)", "sampling": "greedy", "new_tokens": 100, "stats": plain_stats},
-                       {"method": "ours d gamma 4", "sampling": "greedy", "new_tokens": 200, "stats": stats}]}
-    m = add_predictions(report)["methods"][1]
+    return {"engine": "native", "costs": {"native": {"ms": {"1": 10.0, "8": 14.0}, "ratio": {"1": 1.0, "5": 1.2,
+                                                                                                "8": 1.4}}},
+            "methods": [{"method": "ours plain (native)", "sampling": "greedy", "family": "ours", "draft": "none",
+                         "tokens_per_second": 100.0},
+                        {"method": "ours d", "sampling": "greedy", "family": "ours", "draft": "d",
+                         "tokens_per_second": 200.0, "alpha": alpha, "tokens_per_target_call": 3.0}],
+            "runs": [{"method": "ours plain (native)", "sampling": "greedy", "new_tokens": 100, "stats": plain_stats},
+                     {"method": "ours d", "sampling": "greedy", "new_tokens": 200, "stats": stats}]}
+
+
+def test_predictions_use_the_measured_costs():
+    """A synthetic report: alpha 0.8, gamma 4 every round, c known, T(5)/T(1) = 1.2 -> the formula's number."""
+    stats = {"drafted_per_round": [4] * 10, "accepted_per_round": [3] * 10, "draft_calls": 40, "draft_seconds": 0.04,
+             "rounds": 10, "target_calls": 10, "seconds": 1.0, "prefill_seconds": 0.0}
+    m = add_predictions(_synthetic(stats, 0.8))["methods"][1]
     c = (0.04 / 40) * 100  # a draft pass (1 ms) over a plain step (10 ms)
     assert m["c"] == pytest.approx(c)
     assert m["verify_ratio"] == pytest.approx(1.2)
     assert m["predicted_speedup"] == pytest.approx(3.3616 / (4 * c + 1.2), rel=1e-3)
     assert m["measured_speedup"] == pytest.approx(2.0)
+
+
+def test_copied_rounds_are_predicted_without_draft_passes_and_at_their_own_alpha():
+    """Prompt lookup beside a model draft: 6 rounds of 4 guesses (4 draft passes each, 2 kept: alpha 2/3) and 4
+    copies of 4 tokens (no draft pass, all kept but one round: alpha 15/16). Each kind is predicted at its own alpha,
+    and only the guesses pay c."""
+    stats = {"drafted_per_round": [0] + [4] * 10, "accepted_per_round": [0] + [2] * 6 + [4, 4, 4, 3],
+             "passes_per_round": [0] + [4] * 6 + [0] * 4, "prefill_rounds": 1, "draft_calls": 24,
+             "draft_seconds": 0.024, "seconds": 1.0, "prefill_seconds": 0.0}
+    m = add_predictions(_synthetic(stats, 27 / 34))["methods"][1]
+    c = (0.024 / 24) * 100
+    tokens = 6 * analysis.expected_tokens(2 / 3, 4) + 4 * analysis.expected_tokens(15 / 16, 4)
+    assert m["copied_rounds"] == 4
+    assert m["predicted_speedup"] == pytest.approx(tokens / (24 * c + 10 * 1.2))
+    assert m["predicted_speedup_paper"] == pytest.approx(tokens / (24 * c + 10))
 
 
 @pytest.mark.parametrize("goal, c", [(1.5, 0.05), (2.4, 0.08), (1.1, 0.0)])

@@ -5,7 +5,9 @@ Prediction (the paper's formula with this machine's measured costs), for ours wi
     predicted = E[tokens](alpha, g) / (g c + T(g + 1) / T(1))       vs  measured = decode tok/s / plain decode tok/s
 
 alpha and c are the run's own measured values; T(k) comes from the pass-cost profile. Decode tok/s leaves out the
-prompt prefill, which both methods pay alike. With gamma "auto" the mean gamma of the run stands in for g.
+prompt prefill, which both methods pay alike. With gamma "auto" the formula is summed over the run's rounds, each at
+its own g; a round whose proposal was copied from the context (prompt lookup's) ran no draft pass, so it costs
+T(g + 1) / T(1) alone, and its tokens are expected at the copies' own alpha.
 """
 
 from __future__ import annotations
@@ -35,6 +37,28 @@ def _verify_ratio(costs: dict, k: float) -> float:
     return analysis.measured_verify_cost(costs["ratio"])(k)
 
 
+def _decoding_rounds(stats: list[dict]) -> list[tuple[int, int, int]]:
+    """(drafted, draft passes, accepted) of each decoding round of the runs (the prefill's round left out). Reports
+    written before rounds recorded their draft passes count each drafted token as one pass."""
+    rounds = []
+    for s in stats:
+        drafted, accepted = s["drafted_per_round"], s["accepted_per_round"]
+        passes = s.get("passes_per_round") or drafted
+        rounds += list(zip(drafted, passes, accepted, strict=True))[s.get("prefill_rounds", 0):]
+    return rounds
+
+
+def _alphas_by_kind(rounds: list[tuple[int, int, int]], alpha: float) -> dict[bool, float]:
+    """{copied: alpha}: the acceptance rate of the proposals copied from the context (no draft pass) and of the
+    model's guesses, each from its own rounds (a round is one rejection unless all its drafts were kept), when the
+    run had both kinds; else the run's alpha for both."""
+    kinds = {copied: [(g, a) for g, passes, a in rounds if g and (not passes) == copied] for copied in (False, True)}
+    if not (kinds[False] and kinds[True]):
+        return {False: alpha, True: alpha}
+    return {copied: analysis.acceptance_rate(sum(a for _, a in mine), sum(a < g for g, a in mine)) or 0.0
+            for copied, mine in kinds.items()}
+
+
 def add_predictions(report: dict) -> dict:
     """Fill in, for every method: speed-up over transformers' generate; for ours with a draft, the measured decode
     speed-up over ours plain and the one predicted from its alpha, its c and the measured T(k) / T(1).
@@ -56,7 +80,8 @@ def add_predictions(report: dict) -> dict:
         plain = _decode_rate(report["runs"], plain_name, m["sampling"])
         mine = _decode_rate(report["runs"], m["method"], m["sampling"])
         stats = [r["stats"] for r in report["runs"] if r["method"] == m["method"] and r["sampling"] == m["sampling"]]
-        gammas = [g for s in stats for g in s["drafted_per_round"][s.get("prefill_rounds", 0):]]  # decoding rounds
+        rounds = _decoding_rounds(stats)
+        gammas = [g for g, _, _ in rounds]
         draft_calls = sum(s["draft_calls"] for s in stats)
         m["mean_gamma"] = sum(gammas) / len(gammas) if gammas else 0.0
         m["c"] = (sum(s["draft_seconds"] for s in stats) / draft_calls) * plain if draft_calls and plain else 0.0
@@ -65,10 +90,14 @@ def add_predictions(report: dict) -> dict:
         alpha = m["alpha"]
         if alpha is None or not gammas:
             continue
-        tokens = sum(analysis.expected_tokens(alpha, g) if g else 1.0 for g in gammas)
-        m["predicted_speedup"] = tokens / sum(g * m["c"] + _verify_ratio(costs, g + 1) for g in gammas)
-        m["predicted_speedup_paper"] = tokens / sum(g * m["c"] + 1 for g in gammas)  # the verify pass taken as free
-        m["predicted_best_gamma"] = analysis.best_gamma(alpha, m["c"], 12, lambda k, c=costs: _verify_ratio(c, k))
+        alphas = _alphas_by_kind(rounds, alpha)
+        m["copied_rounds"] = sum(1 for g, passes, _ in rounds if g and not passes)
+        tokens = sum(analysis.expected_tokens(alphas[not passes], g) if g else 1.0 for g, passes, _ in rounds)
+        drafting = sum(passes for _, passes, _ in rounds) * m["c"]
+        m["predicted_speedup"] = tokens / (drafting + sum(_verify_ratio(costs, g + 1) for g in gammas))
+        m["predicted_speedup_paper"] = tokens / (drafting + len(gammas))  # the verify pass taken as free
+        m["predicted_best_gamma"] = analysis.best_gamma(alphas[False], m["c"], 12,
+                                                        lambda k, c=costs: _verify_ratio(c, k))
     return report
 
 
@@ -105,6 +134,11 @@ def markdown(report: dict, plots: list[str]) -> str:
         lines.append(f"| {name} | {c.get('precision', '')} | " + " | ".join(cells) +
                      f" | {c['plain_tokens_per_second']:.1f} | "
                      f"{c['bandwidth_achieved_gb_s']:.1f} GB/s ({c['bandwidth_fraction']:.0%} of the machine's) |")
+    if all("ms_before" in c for c in report["costs"].values()):
+        bookends = [f"{name} T(1) {c['ms_before'][k]:.1f} ms before, {c['ms_after'][k]:.1f} after"
+                    for name, c in report["costs"].items() for k in [next(iter(c["ms_before"]))]]
+        lines += ["", "Each pass measured before the methods ran and again after (medians of 9), averaged: "
+                  + "; ".join(bookends) + "."]
     for sampling in dict.fromkeys(m["sampling"] for m in report["methods"]):
         lines += ["", f"## Methods, {sampling}", "",
                   "| method | tokens/s | vs llama.cpp | vs llama-server | vs generate | tokens/call | alpha | "

@@ -223,16 +223,7 @@ def run_plan(plan: Plan, progress: bool = True) -> dict:
     engines = {name: t.model for name, t in loaded.items()}
     if "native" in engines and target.source is not None:
         engines["transformers"] = HFCausalLM(target.transformers_model())
-    times = pass_times(engines, plan.cost_ks)
-    costs = {name: {"ms": {k: t * 1e3 for k, t in per_k.items()},
-                    "ratio": {k: t / per_k[1] for k, t in per_k.items()},
-                    "weight_bytes": engines[name].weight_bytes,
-                    "precision": loaded[name].precision if name in loaded else "bfloat16",
-                    "plain_tokens_per_second": 1 / per_k[1]} for name, per_k in times.items()}
-    for c in costs.values():
-        c["bandwidth_achieved_gb_s"] = c["weight_bytes"] * c["plain_tokens_per_second"] / 1e9
-        c["bandwidth_fraction"] = c["bandwidth_achieved_gb_s"] / machine["read_bandwidth_gb_s"]
-
+    before = pass_times(engines, plan.cost_ks)
     prompts = _prompts(plan)
     encoded = [(p.id, target.tokenizer.encode(p.prompt)) for p in prompts]
     runs, summaries = [], []
@@ -247,6 +238,21 @@ def run_plan(plan: Plan, progress: bool = True) -> dict:
         for m in methods:
             summaries.append(summarize(records, m.name) | {"sampling": sampling.describe(), "family": m.family,
                                                              "draft": m.draft, "gamma": m.gamma, "engine": m.engine})
+    # The pass costs are measured before the methods run and again after, and averaged: the machine's speed drifts
+    # over a run, and the predictions use them for the decoding in between.
+    after = pass_times(engines, plan.cost_ks)
+    costs = {}
+    for name in engines:
+        per_k = {k: (before[name][k] + after[name][k]) / 2 for k in plan.cost_ks}
+        costs[name] = {"ms": {k: t * 1e3 for k, t in per_k.items()},
+                       "ratio": {k: t / per_k[1] for k, t in per_k.items()},
+                       "ms_before": {k: t * 1e3 for k, t in before[name].items()},
+                       "ms_after": {k: t * 1e3 for k, t in after[name].items()},
+                       "weight_bytes": engines[name].weight_bytes,
+                       "precision": loaded[name].precision if name in loaded else "bfloat16",
+                       "plain_tokens_per_second": 1 / per_k[1]}
+        costs[name]["bandwidth_achieved_gb_s"] = costs[name]["weight_bytes"] / per_k[1] / 1e9
+        costs[name]["bandwidth_fraction"] = costs[name]["bandwidth_achieved_gb_s"] / machine["read_bandwidth_gb_s"]
     return {"plan": plan.name, "target": target.name, "engine": target.engine, "default_draft": plan.default_draft,
             "machine": machine, "costs": costs,
             "prompts": [p.id for p in prompts], "kinds": {p.id: p.kind for p in prompts},
