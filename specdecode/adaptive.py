@@ -131,8 +131,11 @@ class AdaptiveGamma:
         tokens = expected_tokens(self.acceptance(copied), gamma) if gamma else 1.0
         return tokens / (self.target_time(gamma + 1) + (0.0 if copied else self.drafting_time(gamma)))
 
-    def choose(self, copied: bool = False) -> int:
-        """gamma for this round; copied: its proposal will be copied from the context (`Draft.copies`)."""
+    def choose(self, copied: bool = False, behind: int = 0, remaining: int | None = None) -> int:
+        """gamma for this round; copied: its proposal will be copied from the context (`Draft.copies`). behind (the
+        tokens the draft has yet to catch up on, `Draft.behind`) and remaining (the tokens the request may still
+        write) do not change a lone request's choice: its catch-up is paid once for the rest of its rounds. The
+        server's allotment prices them (`Scheduler.allot`)."""
         best = max(range(self.max_gamma + 1), key=lambda g: (self.rate(g, copied), -g))
         if best == 0:
             self._plain_rounds[copied] += 1

@@ -296,7 +296,11 @@ class Generation:
                     break
                 # Never draft past what the output or the context window can still take.
                 copied = draft is not None and draft.copies(context)  # prompt lookup's match: no draft pass
-                wanted = self.controller.choose(copied) if self.controller else self.gamma
+                if self.controller:
+                    behind = draft.behind(context) if draft is not None and not copied else 0
+                    wanted = self.controller.choose(copied, behind, self.max_new_tokens - len(self.new_tokens))
+                else:
+                    wanted = self.gamma
                 gamma = min(wanted, self.max_new_tokens - len(self.new_tokens) - 1, room)
                 t0 = time.perf_counter()
                 proposal = draft.propose(context, gamma, self.sampling, self.generator) if gamma > 0 else empty

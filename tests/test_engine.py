@@ -195,16 +195,18 @@ def test_a_draft_model_is_fed_the_prompt_at_its_first_proposal_timed_as_prefill(
     draft = ModelDraft(draft_model)
     prompt = [(3 * i + 1) % V for i in range(40)]
     draft.begin(prompt)
-    assert draft_model.length == 0
+    assert draft_model.length == 0 and draft.behind(prompt) == len(prompt) - 1  # (the last one rides in a draft pass)
     first = draft.propose(prompt, 3, SamplingConfig(), torch.Generator().manual_seed(0))
     assert first.catch_up_seconds > 0 and draft_model.length == len(prompt) + 2
     torch.testing.assert_close(first.probs[0], adjust(fresh.extend(torch.tensor(prompt))[-1], SamplingConfig()))
     context = prompt + first.tokens[:1].tolist() + [5]  # one draft accepted, then a corrected token
+    assert draft.behind(context) == 0 and draft.behind(context + [6, 7]) == 2  # (the last token rides in a pass)
+    assert HybridDraft(draft).behind(context + [6, 7]) == 2
     later = draft.propose(context, 3, SamplingConfig(), torch.Generator().manual_seed(0))
     assert later.catch_up_seconds == 0 and len(later.tokens) == 3
 
     class Plain(AdaptiveGamma):  # chooses plain decoding every round
-        def choose(self, copied: bool = False) -> int:
+        def choose(self, copied: bool = False, behind: int = 0, remaining: int | None = None) -> int:
             return 0
 
     plain = generate(target, ModelDraft(draft_model), prompt, max_new_tokens=8, gamma=Plain(),

@@ -322,6 +322,30 @@ def test_a_draft_pass_costs_what_its_rows_cost():
     assert len(set(allotted["flat"])) == 1 and allotted["flat"][0] >= 2 and allotted["per row"] == [0, 0, 3]
 
 
+def test_a_draft_that_is_behind_gets_rows_only_where_its_catch_up_pays_over_the_request():
+    """Two requests alike (alpha 0.9) on cheap target rows, the draft's pass 4 ms + 1 ms a row fed. Where one's draft
+    has yet to feed 300 tokens (its deferred prefill) and its request has 4 tokens left, the catch-up (300 ms) cannot
+    pay: it gets no rows, the other does. With 2000 tokens left, the catch-up is spread thin: both draft alike."""
+    target, draft_model = prefix_pair()
+    allotted = {}
+    for remaining in (4, 2000):
+        scheduler = Scheduler(target, ModelDraft(draft_model), sequences=4)
+        cold, warm = acquired(scheduler), acquired(scheduler)
+        for lease in (cold, warm):
+            controller = lease.allotted()
+            controller._accepted, controller._rejected = 900.0, 100.0
+            controller.remaining = remaining
+        cold.controller.behind = 300
+        for k, seconds in ((2, 0.0202), (4, 0.0204), (8, 0.0208)):  # nearly flat: target rows are cheap
+            scheduler.target_times.observe(k, seconds)
+        for rows in (1, 2, 4):
+            scheduler.draft_times.observe(rows, 0.004 + 0.001 * (rows - 1))
+        allotted[remaining] = scheduler.allot(10)
+        allotted[remaining] = (allotted[remaining][cold.id], allotted[remaining][warm.id])
+    assert allotted[4][0] == 0 < allotted[4][1]
+    assert allotted[2000][0] == allotted[2000][1] > 0
+
+
 def test_a_request_starts_from_what_the_last_one_measured():
     target, draft_model = prefix_pair()
     scheduler = Scheduler(target, ModelDraft(draft_model), sequences=2)

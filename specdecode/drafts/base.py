@@ -68,6 +68,11 @@ class Draft(Protocol):
         verify rows cost), so that adaptive gamma prices it apart from a model's guesses."""
         return False
 
+    def behind(self, context: list[int]) -> int:
+        """Tokens of the context its model has not yet seen, to feed before its next guess: a deferred prompt
+        prefill, or text decoded or copied without it (0 for drafts that keep no cache). The server prices them."""
+        return 0
+
     def fork(self, sequence: Callable[[CausalLM], CausalLM]) -> Draft:
         """A draft like this one with state of its own, to draft for another sequence served beside this one's:
         every model it drafts with is replaced by sequence(model), a view of it with a cache of its own. Drafts

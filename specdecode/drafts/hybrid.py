@@ -39,6 +39,9 @@ class HybridDraft(Draft):
     def copies(self, context: list[int]) -> bool:
         return self.lookup.match(context) is not None
 
+    def behind(self, context: list[int]) -> int:
+        return self.fallback.behind(context)
+
     def propose(
         self, context: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator | None
     ) -> Proposal:

@@ -77,6 +77,18 @@ class ModelDraft(Draft):
         pad = self.vocab_size - logits.shape[-1]
         return torch.nn.functional.pad(logits, (0, pad), value=-torch.inf) if pad else logits
 
+    def _shared(self, view: list[int]) -> int:
+        """The longest common prefix of the cache and view[:-1] (at least one token must be fed for fresh logits)."""
+        limit = min(len(self.cached), len(view) - 1)
+        keep = min(self._synced, limit)
+        while keep < limit and self.cached[keep] == view[keep]:
+            keep += 1
+        return keep
+
+    def behind(self, context: list[int]) -> int:
+        view = context[self.start:]
+        return max(0, len(view) - 1 - self._shared(view))
+
     def propose(
         self, context: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator | None
     ) -> Proposal:
@@ -88,11 +100,7 @@ class ModelDraft(Draft):
         if gamma <= 0:
             return Proposal.empty(self.vocab_size)
         view = context[self.start:]
-        # The longest common prefix of the cache and view[:-1] (at least one token must be fed for fresh logits).
-        limit = min(len(self.cached), len(view) - 1)
-        keep = min(self._synced, limit)
-        while keep < limit and self.cached[keep] == view[keep]:
-            keep += 1
+        keep = self._shared(view)
         self.model.rollback(keep)
         del self.cached[keep:]
 

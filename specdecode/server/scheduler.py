@@ -21,9 +21,12 @@ for each of the requests drafting longest (which share the one more draft pass t
 A round costs the target pass of all its rows, T(rows) (measured, a line: `adaptive.PassTimes`), plus the draft's
 passes: its j-th pass carries a row for each request drafting j or more tokens with the model, and costs T_d(those
 rows) (measured likewise; a proposal copied from the context, prompt lookup's, runs none: its rows cost only their
-share of the target pass). A request served alone chooses as it would alone (its `AdaptiveGamma`). Seeded requests
-keep their own timing-free schedule, so a seed reproduces the text whoever else is served (`engine.timing_free`:
-except greedy ones on a batch-invariant target, whose text no schedule changes).
+share of the target pass). A draft that is behind (its deferred prompt prefill, or text written without it:
+`Draft.behind`) first catches up, T_d(1 + behind) - T_d(1), paid once and so spread over the rounds its request has
+left: a request beside others does not start drafting for a round or two (as when one of four ends and the next has
+yet to come) at the price of a whole prefill. A request served alone chooses as it would alone (its
+`AdaptiveGamma`). Seeded requests keep their own timing-free schedule, so a seed reproduces the text whoever else is
+served (`engine.timing_free`: except greedy ones on a batch-invariant target, whose text no schedule changes).
 
 Where the models keep one cache each (llama.cpp, transformers), or the draft cannot be forked (a feature draft),
 there is one sequence: requests run one at a time on the models themselves, in arrival order.
@@ -255,20 +258,31 @@ class Scheduler:
         alphas = {lease.id: lease.controller.acceptance(lease.controller.copied) for lease in leases
                   if lease.controller is not None}
         copies = {lease.id for lease in leases if lease.controller is not None and lease.controller.copied}
+        catch_up = {lease.id: (lease.controller.behind, max(1, lease.controller.remaining or 1)) for lease in leases
+                    if lease.controller is not None and lease.controller.behind}
         gamma = dict.fromkeys(alphas, 0)
         rows, expected = len(leases), float(len(leases))
         t = self.target_times if self.target_times.measured else (lambda k: 1.0 + self.target.verify_slope * (k - 1))
         timed = self.target_times.measured and self.draft_times.measured
 
-        def rate(rows: int, expected: float, guesses: list[int]) -> float:
-            """guesses: the gammas drafted by the model; its j-th pass carries a row of each gamma >= j."""
-            passes = max(guesses, default=0) if timed else 0
-            drafting = sum(self.draft_times(sum(g >= j for g in guesses)) for j in range(1, passes + 1))
+        def rate(rows: int, expected: float, guesses: dict[int, int]) -> float:
+            """guesses: {lease id: gamma} drafted by the model; its j-th pass carries a row of each gamma >= j, and a
+            draft that is behind first feeds what it missed: that catch-up, paid once, is spread over the rounds its
+            request has left (its remaining tokens over its expected tokens per round)."""
+            if not timed:
+                return expected / t(rows)
+            drafting = sum(self.draft_times(sum(g >= j for g in guesses.values()))
+                           for j in range(1, max(guesses.values(), default=0) + 1))
+            for i, g in guesses.items():
+                if g and i in catch_up:
+                    behind, remaining = catch_up[i]
+                    per_round = sum(alphas[i] ** j for j in range(g + 1))
+                    drafting += (self.draft_times(1 + behind) - self.draft_times(1)) * per_round / remaining
             return expected / (t(rows) + drafting)
 
         while True:  # add the rows that raise the rate most, until none do
             guesses = {i: g for i, g in gamma.items() if i not in copies}  # (a copy runs no draft pass)
-            now, best = rate(rows, expected, list(guesses.values())), None
+            now, best = rate(rows, expected, guesses), None
             open_ = [i for i in gamma if gamma[i] < max_gamma]
             longest = max((guesses[i] for i in open_ if i in guesses), default=None)
             # a row for one request; or one for each guessing request at the longest gamma (or for every guessing
@@ -279,7 +293,7 @@ class Scheduler:
             for move in moves:
                 value = sum(alphas[i] ** (gamma[i] + 1) for i in move)
                 more = guesses | {i: gamma[i] + 1 for i in move if i in guesses}
-                if (added := rate(rows + len(move), expected + value, list(more.values()))) > now:
+                if (added := rate(rows + len(move), expected + value, more)) > now:
                     now, best = added, (move, value)
             if best is None:
                 return gamma
@@ -335,19 +349,21 @@ class Allotted(AdaptiveGamma):
         self._shared = False
         self._fresh = True  # nothing chosen yet
         self.copied = False  # whether its current round's proposal is a copy (`AdaptiveGamma.choose`)
+        self.behind = 0  # tokens its draft must catch up on before its next guess (`Draft.behind`)
+        self.remaining: int | None = None  # tokens its request may still write
 
     def _learn_from(self, other: Allotted) -> None:
         state = {k: v for k, v in other.__dict__.items() if k not in ("lease", "_shared", "_fresh")}
         self.__dict__.update(copy.deepcopy(state))
 
-    def choose(self, copied: bool = False) -> int:
+    def choose(self, copied: bool = False, behind: int = 0, remaining: int | None = None) -> int:
         scheduler = self.lease.scheduler
         if self._fresh:
             self._fresh = False
             if scheduler.learned is not None and scheduler.learned is not self:
                 self._learn_from(scheduler.learned)
         self._shared = len(scheduler.leased) > 1
-        self.copied = copied
+        self.copied, self.behind, self.remaining = copied, behind, remaining
         if not self._shared:
             return super().choose(copied)
         return scheduler.allot(self.max_gamma).get(self.lease.id, 0)
