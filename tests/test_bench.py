@@ -99,7 +99,8 @@ def test_copied_rounds_are_predicted_without_draft_passes_and_at_their_own_alpha
     m = add_predictions(_synthetic(stats, 27 / 34))["methods"][1]
     c = (0.024 / 24) * 100
     tokens = 6 * analysis.expected_tokens(2 / 3, 4) + 4 * analysis.expected_tokens(15 / 16, 4)
-    assert m["copied_rounds"] == 4
+    assert m["copied_rounds"] == 4 and m["decoding_rounds"] == 10
+    assert m["alpha_by_kind"] == pytest.approx({"copied": 15 / 16, "guessed": 2 / 3})
     assert m["predicted_speedup"] == pytest.approx(tokens / (24 * c + 10 * 1.2))
     assert m["predicted_speedup_paper"] == pytest.approx(tokens / (24 * c + 10))
 

@@ -92,6 +92,8 @@ def add_predictions(report: dict) -> dict:
             continue
         alphas = _alphas_by_kind(rounds, alpha)
         m["copied_rounds"] = sum(1 for g, passes, _ in rounds if g and not passes)
+        m["decoding_rounds"] = len(rounds)
+        m["alpha_by_kind"] = {"copied": alphas[True], "guessed": alphas[False]}
         tokens = sum(analysis.expected_tokens(alphas[not passes], g) if g else 1.0 for g, passes, _ in rounds)
         drafting = sum(passes for _, passes, _ in rounds) * m["c"]
         m["predicted_speedup"] = tokens / (drafting + sum(_verify_ratio(costs, g + 1) for g in gammas))
@@ -154,6 +156,10 @@ def markdown(report: dict, plots: list[str]) -> str:
                 f"{fmt(m.get('c'), '.3f')} | {fmt(m.get('verify_ratio'))} | "
                 f"{fmt(m.get('measured_speedup'), '.2f', 'x')} | {fmt(m.get('predicted_speedup'), '.2f', 'x')} | "
                 f"{fmt(m.get('predicted_speedup_paper'), '.2f', 'x')} | {m['identical'] or ''} |")
+        lines += [f"\n{m['method']}: {m['copied_rounds']} of {m['decoding_rounds']} decoding rounds copied from the "
+                  f"context (no draft pass), predicted at the copies' alpha {m['alpha_by_kind']['copied']:.2f} and "
+                  f"the guesses' {m['alpha_by_kind']['guessed']:.2f}." for m in report["methods"]
+                  if m["sampling"] == sampling and m.get("copied_rounds") and "alpha_by_kind" in m]
     lines += ["", *llama_cpp_targets(report), "", *targets(report), "", *[f"![{p}]({p})" for p in plots], ""]
     return "\n".join(lines)
 
