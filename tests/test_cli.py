@@ -92,6 +92,18 @@ def test_the_installed_command_runs():
     assert done.returncode == 0 and "generate" in done.stdout and "analyze" in done.stdout
 
 
+def test_a_reader_that_goes_away_ends_generation_quietly():
+    """`specdecode generate ... | head`: the reader closes the pipe mid-stream; the command stops with the shell's
+    status for a closed pipe (141) and no traceback."""
+    process = subprocess.Popen([sys.executable, "-m", "specdecode", "generate", "--target", "toy", "the cat",
+                                "--max-new-tokens", "30000", "--seed", "1"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    assert len(process.stdout.read(10)) == 10  # (30,000 words outrun the pipe's buffer: the writer waits on us)
+    process.stdout.close()
+    err = process.stderr.read().decode()
+    assert process.wait(60) == 141 and "Traceback" not in err and "Error" not in err, err
+
+
 def test_draft_and_engine_help_come_from_the_loaders_table(capsys, monkeypatch):
     """One table (load.DRAFTS, load.ENGINE_TABLE, load.DEFAULT_DRAFTS) names what --help lists."""
     from specdecode.load import DEFAULT_DRAFTS, DRAFTS, ENGINE_TABLE, parse_draft

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from pathlib import Path
 
@@ -61,3 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\nspecdecode: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`specdecode generate ... | head`): stop quietly, as shell tools do
+        with contextlib.suppress(OSError, ValueError):  # (and let the exit's flush of stdout write nowhere)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE
