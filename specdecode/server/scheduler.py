@@ -47,6 +47,7 @@ import anyio
 import torch
 
 from ..adaptive import AdaptiveGamma, PassTimes
+from ..analysis import expected_tokens
 from ..drafts.base import Draft
 from ..models.base import CausalLM
 
@@ -276,7 +277,7 @@ class Scheduler:
             for i, g in guesses.items():
                 if g and i in catch_up:
                     behind, remaining = catch_up[i]
-                    per_round = sum(alphas[i] ** j for j in range(g + 1))
+                    per_round = expected_tokens(alphas[i], g)
                     drafting += (self.draft_times(1 + behind) - self.draft_times(1)) * per_round / remaining
             return expected / (t(rows) + drafting)
 
