@@ -340,8 +340,8 @@ def test_a_draft_that_is_behind_gets_rows_only_where_its_catch_up_pays_over_the_
             scheduler.target_times.observe(k, seconds)
         for rows in (1, 2, 4):
             scheduler.draft_times.observe(rows, 0.004 + 0.001 * (rows - 1))
-        allotted[remaining] = scheduler.allot(10)
-        allotted[remaining] = (allotted[remaining][cold.id], allotted[remaining][warm.id])
+        gamma = scheduler.allot(10)
+        allotted[remaining] = (gamma[cold.id], gamma[warm.id])
     assert allotted[4][0] == 0 < allotted[4][1]
     assert allotted[2000][0] == allotted[2000][1] > 0
 

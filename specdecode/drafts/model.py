@@ -77,7 +77,7 @@ class ModelDraft(Draft):
         pad = self.vocab_size - logits.shape[-1]
         return torch.nn.functional.pad(logits, (0, pad), value=-torch.inf) if pad else logits
 
-    def _shared(self, view: list[int]) -> int:
+    def _common_prefix(self, view: list[int]) -> int:
         """The longest common prefix of the cache and view[:-1] (at least one token must be fed for fresh logits)."""
         limit = min(len(self.cached), len(view) - 1)
         keep = min(self._synced, limit)
@@ -87,7 +87,7 @@ class ModelDraft(Draft):
 
     def behind(self, context: list[int]) -> int:
         view = context[self.start:]
-        return max(0, len(view) - 1 - self._shared(view))
+        return max(0, len(view) - 1 - self._common_prefix(view))
 
     def propose(
         self, context: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator | None
@@ -100,7 +100,7 @@ class ModelDraft(Draft):
         if gamma <= 0:
             return Proposal.empty(self.vocab_size)
         view = context[self.start:]
-        keep = self._shared(view)
+        keep = self._common_prefix(view)
         self.model.rollback(keep)
         del self.cached[keep:]
 
