@@ -261,6 +261,7 @@ void tile_avx2(const Tile& t, const Rows& x, int64_t m0, int64_t m1, int64_t gro
   constexpr int64_t GROUP = BITS == 4 ? 32 : 16;
   constexpr int CODES = BITS == 4 ? 8 : 4;
   __m256 acc[CHUNK][2];
+  __m256i dots[2][CHUNK];
   const int64_t rows = m1 - m0;
   for (int64_t r = 0; r < rows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   const __m256i low = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30);
@@ -269,31 +270,38 @@ void tile_avx2(const Tile& t, const Rows& x, int64_t m0, int64_t m1, int64_t gro
     prefetch_ahead<BITS>(t, g);
     const int64_t k0 = g * GROUP;
     __m256 scale[2], offset[2];
-    __m256i codes[2][CODES];
-    for (int h = 0; h < 2; ++h) {  // lanes 8h .. 8h + 7
+    for (int h = 0; h < 2; ++h) {  // lanes 8h .. 8h + 7: the integer dots of every row
       scales_avx2<BITS>(t, g, 8 * h, scale[h], offset[h]);
+      __m256i codes[CODES];
       for (int b = 0; b < CODES / 2; ++b) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wg + 64 * b + 32 * h));
-        codes[h][2 * b] = _mm256_and_si256(v, low);
-        codes[h][2 * b + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+        codes[2 * b] = _mm256_and_si256(v, low);
+        codes[2 * b + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
       }
       if constexpr (BITS == 6) {
         const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wg + 128 + 32 * h));
-        codes[h][0] = _mm256_or_si256(codes[h][0], _mm256_and_si256(_mm256_slli_epi16(high, 4), top));
-        codes[h][1] = _mm256_or_si256(codes[h][1], _mm256_and_si256(_mm256_slli_epi16(high, 2), top));
-        codes[h][2] = _mm256_or_si256(codes[h][2], _mm256_and_si256(high, top));
-        codes[h][3] = _mm256_or_si256(codes[h][3], _mm256_and_si256(_mm256_srli_epi16(high, 2), top));
+        codes[0] = _mm256_or_si256(codes[0], _mm256_and_si256(_mm256_slli_epi16(high, 4), top));
+        codes[1] = _mm256_or_si256(codes[1], _mm256_and_si256(_mm256_slli_epi16(high, 2), top));
+        codes[2] = _mm256_or_si256(codes[2], _mm256_and_si256(high, top));
+        codes[3] = _mm256_or_si256(codes[3], _mm256_and_si256(_mm256_srli_epi16(high, 2), top));
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t m = m0 + r;
+        if constexpr (HALVES == 2)
+          dots[h][r] = _mm256_add_epi32(_mm256_slli_epi32(dots_avx2<BITS>(codes, x.q + m * x.K + k0), 8),
+                                        dots_avx2<BITS>(codes, x.r + m * x.K + k0));
+        else
+          dots[h][r] = dots_avx2<BITS>(codes, x.q + m * x.K + k0);
       }
     }
-    for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t r = 0; r < rows; ++r) {  // then add_group's float steps
       const int64_t m = m0 + r;
-      const float xs = x.scale[m * (x.K / 32) + k0 / 32];
+      // one half: float(dot << 8) xs computed as float(dot) (256 xs), the same product (powers of two scale exactly)
+      const float xs = x.scale[m * (x.K / 32) + k0 / 32] * (HALVES == 2 ? 1.f : 256.f);
       const float xsum = BITS == 4 ? x.sum32[m * (x.K / 32) + g] : x.sum16[m * (x.K / 16) + g];
       for (int h = 0; h < 2; ++h) {
-        __m256i dot = _mm256_slli_epi32(dots_avx2<BITS>(codes[h], x.q + m * x.K + k0), 8);
-        if constexpr (HALVES == 2) dot = _mm256_add_epi32(dot, dots_avx2<BITS>(codes[h], x.r + m * x.K + k0));
-        const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(xs));  // add_group's steps
-        acc[r][h] = _mm256_fmadd_ps(t, scale[h], acc[r][h]);
+        const __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(dots[h][r]), _mm256_set1_ps(xs));
+        acc[r][h] = _mm256_fmadd_ps(p, scale[h], acc[r][h]);
         acc[r][h] = _mm256_fmadd_ps(offset[h], _mm256_set1_ps(xsum), acc[r][h]);
       }
     }
