@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .hugepages import on_huge_pages
 from .kernels import ISAS
 
 TILE = 16  # output rows per tile
@@ -183,6 +184,7 @@ class Packed:
         exponent = _exponent(*sup)
         self.unscale = 2.0**-exponent
         self.sup = torch.cat([per_lane(t * 2.0**exponent) for t in sup], dim=2).to(torch.float16).contiguous()
+        self.w, self.sub, self.sup = (on_huge_pages(t) for t in (self.w, self.sub, self.sup))  # streamed every pass
 
     @property
     def nbytes(self) -> int:
