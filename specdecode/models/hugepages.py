@@ -14,6 +14,7 @@ SPECDECODE_HUGEPAGES=0 keeps tensors where torch put them (to measure what huge 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import os
@@ -36,10 +37,8 @@ def _mapping(nbytes: int) -> tuple[mmap.mmap, int]:
     buffer = mmap.mmap(-1, nbytes + HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # (shared: shmem's THP rules)
     address = ctypes.addressof(ctypes.c_char.from_buffer(buffer))
     if hasattr(mmap, "MADV_HUGEPAGE"):
-        try:
+        with contextlib.suppress(OSError):  # THP compiled out: ordinary pages
             buffer.madvise(mmap.MADV_HUGEPAGE)
-        except OSError:  # THP compiled out: ordinary pages
-            pass
     return buffer, -address % HUGE
 
 
