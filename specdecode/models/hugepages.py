@@ -1,8 +1,9 @@
 """Weights on huge pages: the packed matrices a pass streams live in 2 MB pages where Linux gives them.
 
-A pass of one token reads every weight once, and on the KVM guests we run on, a 4 KB page's translation is costly
-enough to cap that stream: the same int4-dot8 product of one row read 12 GB/s of its weights from ordinary pages and
-19 GB/s from huge ones (a 58 MB matrix, 2 threads, the same VM minute; a plain sum over a buffer 17 and 25 GB/s). Linux
+A pass of one token reads every weight once, and on the KVM guests we run on, a 4 KB page's translation costs part
+of that stream: a one-row int4-dot8 product of a 58 MB matrix read its weights 5-22% faster from huge pages than from
+ordinary ones, and one-token passes of the 1.5B and 0.5B ran 3-5% faster (paired passes, the two placements
+alternating in one process; passes of 4 tokens, compute-bound, unchanged: docs/real-pair.md, the tenth session). Linux
 here backs memory with huge pages only where asked (transparent_hugepage "madvise"), and torch asks only when
 THP_MEM_ALLOC_ENABLE is set before its first allocation, which a library cannot arrange. So the weights are copied
 into mappings of our own, advised MADV_HUGEPAGE: chunks of `CHUNK` bytes shared by consecutive tensors (a bump
