@@ -11,9 +11,10 @@ accepted every draft (T_d(2), with probability alpha^gamma), T_d(k) a line fitte
 (or, for a reproducible schedule, fixed costs instead of timings: see `AdaptiveGamma.reproducible`). A first pass
 that feeds a longer backlog (text decoded plainly or copied since the draft last ran) costs a one-time catch-up,
 not a dearer draft: the line prices it per token instead of raising T_d(1). gamma = 0 is plain decoding, chosen
-when the draft does not pay; every `explore_every` rounds (4x that while drafting looks hopeless) it then still
-drafts one token, so that alpha keeps being measured. With T flat and T_d flat at c T(1) this is exactly
-`analysis.best_gamma(alpha, c)`.
+when the draft would not pay even at alpha's upper bound (a plain round measures nothing of alpha: near the margin
+drafting is the cheap way to find out); every `explore_every` plain rounds (4x that while drafting looks hopeless)
+it then still drafts one token, so that alpha keeps being measured. With T flat and T_d flat at c T(1) this is
+exactly `analysis.best_gamma(alpha, c)` wherever plain decoding is not a near thing.
 
 Proposals copied from the context (prompt lookup's: `Draft.copies`) are priced apart: they cost no draft pass
 (D = 0) and have an acceptance rate of their own, so a round with a match may verify a long copy while the
@@ -22,6 +23,7 @@ draft model's guesses would not pay, and the model's rounds are not judged by th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from .analysis import expected_tokens
@@ -126,18 +128,37 @@ class AdaptiveGamma:
             return 0.0
         return gamma * self.draft_time() + self.alpha**gamma * (self.draft_time(2) - self.draft_time())
 
-    def rate(self, gamma: int, copied: bool = False) -> float:
-        """Expected tokens per second with this gamma, for the draft's guesses or for a copy (no draft pass)."""
-        tokens = expected_tokens(self.acceptance(copied), gamma) if gamma else 1.0
+    def hopeful_acceptance(self, copied: bool) -> float:
+        """alpha's upper bound: its mean plus one standard deviation of its Beta distribution (whose counts the
+        memory keeps below ~1 / (1 - memory) decisions)."""
+        accepted, rejected = self._copied if copied else (self._accepted, self._rejected)
+        mean, n = accepted / (accepted + rejected), accepted + rejected
+        return min(1.0, mean + math.sqrt(mean * (1 - mean) / (n + 1)))
+
+    def rate(self, gamma: int, copied: bool = False, alpha: float | None = None) -> float:
+        """Expected tokens per second with this gamma, for the draft's guesses or for a copy (no draft pass), at
+        alpha (default: the measured acceptance rate)."""
+        alpha = self.acceptance(copied) if alpha is None else alpha
+        tokens = expected_tokens(alpha, gamma) if gamma else 1.0
         return tokens / (self.target_time(gamma + 1) + (0.0 if copied else self.drafting_time(gamma)))
+
+    def _best(self, copied: bool, alpha: float | None = None) -> int:
+        return max(range(self.max_gamma + 1), key=lambda g: (self.rate(g, copied, alpha), -g))
 
     def choose(self, copied: bool = False, behind: int = 0, remaining: int | None = None) -> int:
         """gamma for this round; copied: its proposal will be copied from the context (`Draft.copies`). behind (the
         tokens the draft has yet to catch up on, `Draft.behind`) and remaining (the tokens the request may still
         write) do not change a lone request's choice: its catch-up is paid once for the rest of its rounds. The
         server's allotment prices them (`Scheduler.allot`)."""
-        best = max(range(self.max_gamma + 1), key=lambda g: (self.rate(g, copied), -g))
+        best = self._best(copied)
         if best == 0:
+            # A plain round measures nothing of alpha, so plain decoding is chosen only where drafting would not pay
+            # even at alpha's upper bound: near the margin it drafts (as the bound would have it), and what it
+            # measures settles the question for this text. (Else a low alpha carried over from other text keeps a
+            # well-drafted one plain: it is measured only by the exploring rounds below, one decision at a time.)
+            if hopeful := self._best(copied, self.hopeful_acceptance(copied)):
+                return hopeful
+            self._forget(copied)
             self._plain_rounds[copied] += 1
             # Keep measuring alpha while plain decoding wins; four times less often while drafting looks hopeless
             # (a verify pass dearer than the tokens it could add, as on llama.cpp with 2 cores).
@@ -145,6 +166,16 @@ class AdaptiveGamma:
             if self._plain_rounds[copied] % every == 0:
                 return 1
         return best
+
+    def _forget(self, copied: bool) -> None:
+        """A round passes without measuring alpha: what was measured is worth `memory` times less (the text moves
+        on), so alpha's upper bound rises until drafting is worth a try."""
+        counts = self._copied if copied else [self._accepted, self._rejected]
+        counts = [self.memory * n for n in counts]
+        if copied:
+            self._copied = counts
+        else:
+            self._accepted, self._rejected = counts
 
     def update(self, drafted: int, accepted: int, target_seconds: float | None = None,
                draft_seconds: float | None = None, draft_passes: int = 0, copied: bool = False,
