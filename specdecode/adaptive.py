@@ -143,6 +143,7 @@ class AdaptiveGamma:
         return tokens / (self.target_time(gamma + 1) + (0.0 if copied else self.drafting_time(gamma)))
 
     def _best(self, copied: bool, alpha: float | None = None) -> int:
+        """The gamma with the highest `rate` at alpha (the shortest of equals)."""
         return max(range(self.max_gamma + 1), key=lambda g: (self.rate(g, copied, alpha), -g))
 
     def choose(self, copied: bool = False, behind: int = 0, remaining: int | None = None) -> int:
@@ -170,12 +171,10 @@ class AdaptiveGamma:
     def _forget(self, copied: bool) -> None:
         """A round passes without measuring alpha: what was measured is worth `memory` times less (the text moves
         on), so alpha's upper bound rises until drafting is worth a try."""
-        counts = self._copied if copied else [self._accepted, self._rejected]
-        counts = [self.memory * n for n in counts]
         if copied:
-            self._copied = counts
+            self._copied = [self.memory * n for n in self._copied]
         else:
-            self._accepted, self._rejected = counts
+            self._accepted, self._rejected = self.memory * self._accepted, self.memory * self._rejected
 
     def update(self, drafted: int, accepted: int, target_seconds: float | None = None,
                draft_seconds: float | None = None, draft_passes: int = 0, copied: bool = False,
