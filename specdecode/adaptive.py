@@ -131,8 +131,7 @@ class AdaptiveGamma:
     def hopeful_acceptance(self, copied: bool) -> float:
         """alpha's upper bound: its mean plus one standard deviation of its Beta distribution (whose counts the
         memory keeps below ~1 / (1 - memory) decisions)."""
-        accepted, rejected = self._copied if copied else (self._accepted, self._rejected)
-        mean, n = accepted / (accepted + rejected), accepted + rejected
+        mean, n = self.acceptance(copied), sum(self._copied) if copied else self._accepted + self._rejected
         return min(1.0, mean + math.sqrt(mean * (1 - mean) / (n + 1)))
 
     def rate(self, gamma: int, copied: bool = False, alpha: float | None = None) -> float:
