@@ -308,14 +308,14 @@ def gguf_format(dtype: str) -> str:
 
 
 def load_gguf_native(path: Path, dtype: str, name: str, for_draft: bool = False) -> NativeLlama:
-    """A GGUF file on the native engine, its weights read straight from the file's blocks (models/gguf_weights.py).
-    A draft's passes need no batch invariance, and its finer-than-Q4_K matrices go to int4 like the rest: the 0.5B
-    then drafts a token in 20 ms instead of 36 (docs/real-pair.md); its q may differ from its file's, the rule
-    stays exact."""
-    from .models.gguf_weights import read_gguf
+    """A GGUF file on the native engine, its weights read straight from the file's blocks (models/gguf_weights.py),
+    in int4-dot8 once per machine and from the converted copy after that (models/converted.py). A draft's passes
+    need no batch invariance, and its finer-than-Q4_K matrices go to int4 like the rest: the 0.5B then drafts a token
+    in 20 ms instead of 36 (docs/real-pair.md); its q may differ from its file's, the rule stays exact."""
+    from .models import converted
 
     fmt = gguf_format(dtype)
-    parts = read_gguf(path, fmt, progress=f"loading {name} ({fmt})", keep_finer=not for_draft)
+    parts = converted.read(path, fmt, progress=f"loading {name} ({fmt})", keep_finer=not for_draft)
     return NativeLlama.from_parts(weight_format=fmt, name=name, max_length=MAX_GGUF_CONTEXT,
                                   batch_invariant=not for_draft, **parts)
 

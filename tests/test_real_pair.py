@@ -2,6 +2,7 @@
 once by models/download.py): block decoding against the `gguf` package's reference, the int4 packing, agreement with
 llama.cpp on the same file, and greedy speculative output equal to plain output."""
 
+import copy
 import dataclasses
 
 import pytest
@@ -41,6 +42,13 @@ def _first(weights: GGUFWeights, qtype: str) -> str:
     return next(n for n, t in weights.tensors.items() if n.startswith("blk.") and t.tensor_type == kind)
 
 
+def _reading(weights: GGUFWeights, keep_finer: bool) -> GGUFWeights:
+    """The same file read with keep_finer (its metadata parsed once: ~15 s a time)."""
+    other = copy.copy(weights)
+    other.keep_finer = keep_finer
+    return other
+
+
 def _effective_weight(linear, k: int) -> torch.Tensor:
     """W [N, K] as the kernel computes it: the product with the identity, one row per input."""
     return linear(torch.eye(k, dtype=torch.bfloat16)).float().T
@@ -66,7 +74,7 @@ def test_int4_dot8_weights_reproduce_the_decoded_ones_to_the_stated_rounding(dra
     rounding. Other types (and Q6_K when finer types are not kept) are rounded to blocks of 6 bits per 16 weights, or
     4 per 32 when not kept finer: each weight within half of its group's step (`dot8.quantize`), and not exactly."""
     name = _first(draft_file, qtype)
-    weights = GGUFWeights(draft_file.reader.data.filename, keep_finer)
+    weights = _reading(draft_file, keep_finer)
     reference = weights.dense(name).double()  # [N, K]
     linear = weights.linear([name], "int4-dot8")
     (part,) = linear.parts
@@ -90,7 +98,7 @@ def test_int4_weights_reproduce_the_decoded_ones_to_the_stated_rounding(draft_fi
     product's output to bf16. Finer types go to int8 (half a step of 255 per row more) or, asked to, to int4 (half a
     step of 16 levels per group of 32 more)."""
     name = _first(draft_file, qtype)
-    weights = GGUFWeights(draft_file.reader.data.filename, keep_finer)
+    weights = _reading(draft_file, keep_finer)
     reference = weights.dense(name)  # [N, K]
     linear = weights.linear([name], "int4")
     assert linear.format == ("int8" if keep_finer and qtype != "Q4_K" else "int4")

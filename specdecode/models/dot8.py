@@ -186,6 +186,17 @@ class Packed:
         self.sup = torch.cat([per_lane(t * 2.0**exponent) for t in sup], dim=2).to(torch.float16).contiguous()
         self.w, self.sub, self.sup = (on_huge_pages(t) for t in (self.w, self.sub, self.sup))  # streamed every pass
 
+    @classmethod
+    def from_layout(cls, w: torch.Tensor, sub: torch.Tensor, sup: torch.Tensor, bits: int, halves: int,
+                    out_features: int, in_features: int, unscale: float) -> Packed:
+        """A matrix already in the kernel's layout (w, sub, sup as the constructor makes them, e.g. saved by
+        models/converted.py), copied to huge pages as the constructor does."""
+        packed = cls.__new__(cls)
+        packed.bits, packed.halves, packed.unscale = bits, halves, unscale
+        packed.out_features, packed.in_features = out_features, in_features
+        packed.w, packed.sub, packed.sup = (on_huge_pages(t) for t in (w, sub, sup))
+        return packed
+
     @property
     def nbytes(self) -> int:
         return self.w.numel() + self.sub.numel() + self.sup.numel() * 2

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,7 @@ from .dot8 import Blocks
 from .linear import Linear, activation_dtype
 from .llama import LlamaLayer, LlamaShape, UnsupportedModel
 
-__all__ = ["GGUFWeights", "read_gguf"]
+__all__ = ["GGUFWeights", "Stored", "read_gguf"]
 
 ARCHITECTURES = ("qwen2", "llama")
 Q4_K_BYTES = 144  # one block: 256 weights
@@ -76,9 +77,12 @@ class GGUFWeights:
 
     def dense(self, name: str, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """A tensor de-quantized by the `gguf` package: [N, K] for a matrix (llama.cpp stores it as [K, N])."""
+        return self.stored(name, dtype)()
+
+    def stored(self, name: str, dtype: torch.dtype = torch.float32) -> Stored:
+        """A tensor as the file stores it, de-quantized when called."""
         t = self.tensors[name]
-        values = dequantize(t.data, t.tensor_type).reshape([int(n) for n in reversed(t.shape)])
-        return torch.from_numpy(np.array(values, dtype=np.float32)).to(dtype)  # a writable copy
+        return Stored(t.data, t.tensor_type, tuple(int(n) for n in reversed(t.shape)), dtype)
 
     def q4_k(self, name: str) -> Blocks:
         """A Q4_K matrix as it is: codes [N, K] (0..15), sc and m [N, K / 32] (0..63), d and -dmin [N, K / 256]."""
@@ -154,6 +158,23 @@ class GGUFWeights:
         )
 
 
+@dataclass(frozen=True)
+class Stored:
+    """One tensor as a GGUF file stores it (its blocks' bytes, their type, its shape [N, K] or [N]); called: the
+    tensor de-quantized by the `gguf` package, in dtype (a writable copy)."""
+
+    data: np.ndarray
+    kind: GGMLQuantizationType
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    def __call__(self) -> torch.Tensor:
+        values = dequantize(self.data, self.kind).reshape(self.shape)  # (the file's own array, for F32)
+        if values.dtype != np.float32 or not values.flags.writeable or np.may_share_memory(values, self.data):
+            values = np.array(values, dtype=np.float32)
+        return torch.from_numpy(values).to(self.dtype)
+
+
 def _unpermute(x: torch.Tensor | Blocks, heads: int | None) -> torch.Tensor | Blocks:
     """Rows [heads * hd, ...] from llama.cpp's interleaved order back to rotate-half (None: unchanged)."""
     if heads is None:
@@ -166,7 +187,8 @@ def _unpermute(x: torch.Tensor | Blocks, heads: int | None) -> torch.Tensor | Bl
 
 def read_gguf(path: str | Path, fmt: str, progress: str | None = None, keep_finer: bool = True) -> dict:
     """NativeLlama's parts (shape, embed [V, D], norm [D], layers, head) from a GGUF file, the matrices in weight
-    format fmt; head_weight() gives the head as a dense [V, D] matrix on demand (`NativeLlama.restrict_output`).
+    format fmt; head_weight() gives the head as a dense [V, D] matrix on demand (`NativeLlama.restrict_output`): a
+    `Stored` tensor.
     progress: a progress bar's label (None: no bar)."""
     weights = GGUFWeights(path, keep_finer)
     shape, dtype = weights.shape(), activation_dtype(fmt)
@@ -175,4 +197,4 @@ def read_gguf(path: str | Path, fmt: str, progress: str | None = None, keep_fine
     head = "token_embd.weight" if shape.tied_embeddings else "output.weight"
     return {"shape": shape, "embed": weights.dense("token_embd.weight", dtype), "layers": layers,
             "norm": weights.dense("output_norm.weight", dtype), "head": weights.linear([head], fmt),
-            "head_weight": lambda: weights.dense(head, dtype)}
+            "head_weight": weights.stored(head, dtype)}

@@ -134,11 +134,16 @@ class Linear:
                     ) -> Linear:
         """An int4-dot8 Linear from parts stacked along N (`dot8.Blocks`, packed as they are); fused projections
         whose matrices differ in bits keep one part each. precise_inputs: as for the constructor."""
+        return cls.from_packed([Packed(part, halves=2 if precise_inputs else 1) for part in parts], bias)
+
+    @classmethod
+    def from_packed(cls, parts: list[Packed], bias: torch.Tensor | None = None) -> Linear:
+        """An int4-dot8 Linear from parts already packed (`dot8.Packed`), stacked along N."""
         linear = cls.__new__(cls)
         linear.format, linear.weight_dtype = "int4-dot8", torch.float32
-        linear.out_features = sum(part.codes.shape[0] for part in parts)
+        linear.out_features = sum(part.out_features for part in parts)
         linear.bias = bias.to(_bias_dtype("int4-dot8")).contiguous() if bias is not None else None
-        linear._pack_dot8(parts, precise_inputs)
+        linear.parts, linear.isa = parts, kernel_isa(capability())
         return linear
 
     def _pack_dot8(self, parts: list[Blocks], precise_inputs: bool) -> None:
