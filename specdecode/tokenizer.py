@@ -184,6 +184,8 @@ def check_compatible(target: TextTokenizer, draft: TextTokenizer, target_vocab_s
     if draft_vocab_size > target_vocab_size:
         raise ValueError(f"the draft's vocabulary ({draft_vocab_size}) is larger than the target's "
                          f"({target_vocab_size})")
+    if draft is target:  # one tokenizer: the same ids
+        return
     target_by_id = {i: t for t, i in target.vocab.items()}
     for token, i in sorted(draft.vocab.items(), key=lambda kv: kv[1]):
         if i >= target_vocab_size:

@@ -160,6 +160,29 @@ def test_each_row_is_bitwise_the_same_in_any_pass(bits, halves):
         torch.set_num_threads(before)
 
 
+@pytest.mark.parametrize("halves", [1, 2])
+@pytest.mark.parametrize("bits", [4, 6])
+def test_chosen_rows_keep_their_blocks_and_products_bitwise(bits, halves):
+    """A cut head (`Packed.rows`): rows in any order, with repeats and from a last partial tile, hold the same
+    integers and float16s, and their products are bitwise the whole matrix's, although the chosen rows' largest
+    scale is smaller (so the power of two they are stored under grows)."""
+    blocks = random_blocks(72, 320, bits)  # 4 whole tiles and half of one
+    blocks.d[:16] *= 64  # the largest scales sit in the first tile, which the chosen rows leave out
+    whole = dot8.Packed(blocks, halves)
+    index = torch.tensor([70, 17, 16, 33, 33, 71, 40, 20])
+    chosen = whole.rows(index)
+    assert chosen.unscale < whole.unscale and chosen.out_features == len(index)
+    back, picked = chosen.blocks(), blocks.rows(index)
+    for name in ("codes", "sc", "d", "m", "dmin"):
+        mine, theirs = getattr(back, name), getattr(picked, name)
+        assert (mine is None and theirs is None) or torch.equal(mine, theirs), name
+    x = torch.randn(5, 320)
+    assert torch.equal(chosen(x, ISA), whole(x, ISA)[:, index])
+    for bad in (torch.tensor([72]), torch.tensor([-1]), torch.tensor([], dtype=torch.int64)):
+        with pytest.raises(ValueError, match="rows must be"):
+            whole.rows(bad)
+
+
 @pytest.mark.skipif(not HAS_VNNI, reason="this CPU has no AVX-512 VNNI path to compare with AVX2")
 @pytest.mark.parametrize("halves", [1, 2])
 @pytest.mark.parametrize("bits", [4, 6])

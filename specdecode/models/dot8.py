@@ -225,6 +225,20 @@ class Packed:
         """The weights this holds, [N, K] float64."""
         return self.blocks().dense()
 
+    def rows(self, index: torch.Tensor) -> Packed:
+        """Output rows index [n] (any order, repeats allowed) as a matrix [n, K] of their own, not rounded again: each
+        row's products are bitwise this matrix's (its integers and float16s are the same; only the power of two
+        they are stored under may grow). Only the tiles holding a chosen row are unpacked. A draft's cut head
+        (`NativeLlama.restrict_output`)."""
+        index = torch.as_tensor(index, dtype=torch.int64).view(-1)
+        if index.numel() == 0 or int(index.min()) < 0 or int(index.max()) >= self.out_features:
+            raise ValueError(f"rows must be 1 or more of 0 .. {self.out_features - 1}")
+        tiles = torch.unique(index // TILE)  # [t] sorted
+        chosen = Packed.from_layout(self.w[tiles], self.sub[tiles], self.sup[tiles], self.bits, self.halves,
+                                    len(tiles) * TILE, self.in_features, self.unscale)
+        within = torch.searchsorted(tiles, index // TILE) * TILE + index % TILE  # each row's place in chosen
+        return Packed(chosen.blocks().rows(within), self.halves)
+
     def __call__(self, x: torch.Tensor, isa: str) -> torch.Tensor:
         """x [M, K] -> [M, N] float32."""
         y = torch.ops.specdecode.dot8_mm(x.float().contiguous(), self.w, self.sub, self.sup, self.bits, self.halves,
