@@ -39,7 +39,7 @@ from .errors import first_line
 from .models import llama_cpp
 from .models.base import CausalLM
 from .models.default import DEFAULT_TARGET, cache_dir, default_model_dir, gguf_path
-from .models.download import NAMED, gguf_file, is_named
+from .models.download import NAMED, NamedGGUF, gguf_file, is_named
 from .models.eagle import is_eagle, load_eagle
 from .models.hf import HFCausalLM, load_hf_gguf, load_hf_model, parse_dtype
 from .models.linear import format_for
@@ -307,6 +307,15 @@ def gguf_format(dtype: str) -> str:
     return "int4-dot8"
 
 
+def _compile_early(dtype: str) -> None:
+    """Where a GGUF file will run in int4-dot8, start compiling our kernels now (if this machine has no build), so
+    that a first run's download and tokenizer reading overlap the compiler."""
+    if _resolved(dtype, "SPECDECODE_DTYPE") in ("auto", "int4-dot8"):
+        from .models.kernels import build_in_background
+
+        build_in_background(capability())
+
+
 def load_gguf_native(path: Path, dtype: str, name: str, for_draft: bool = False) -> NativeLlama:
     """A GGUF file on the native engine, its weights read straight from the file's blocks (models/gguf_weights.py),
     in int4-dot8 once per machine and from the converted copy after that (models/converted.py). A draft's passes
@@ -323,9 +332,11 @@ def load_gguf_native(path: Path, dtype: str, name: str, for_draft: bool = False)
 def _named_target(name: str, dtype: str, engine: str) -> Target:
     """A named GGUF model (fetched on first use) on the native engine, or on llama.cpp or transformers (its blocks
     dequantised) when asked for."""
+    engine = target_engine(name, engine, dtype)
+    if engine == "native":
+        _compile_early(dtype)
     spec, path = NAMED[name], gguf_file(name)
     tokenizer = _gguf_tokenizer(path, cache_dir() / "gguf" / f"{name}-tokenizer")
-    engine = target_engine(name, engine, dtype)
     if engine == "llama.cpp":
         return Target(llama_cpp.LlamaCppLM(path, name=spec.display), tokenizer, "llama.cpp", spec.display, gguf=path)
     if engine == "transformers":
@@ -343,13 +354,18 @@ def load_tokenizer(name: str = DEFAULT_TARGET) -> tuple[TextTokenizer, int]:
     return tokenizer, max(vocab_size, len(tokenizer.hf))
 
 
+def named_spec(target: Target) -> NamedGGUF | None:
+    """The named model (models/download.py `NAMED`) a target is, if any."""
+    return next((spec for spec in NAMED.values() if spec.display == target.name), None)
+
+
 def default_draft(target: Target) -> str:
     """The target's draft: a named GGUF target's own on the native engine (its sibling, behind prompt lookup), else
     by `DEFAULT_DRAFTS`; without the shipped drafts, the next best (prompt-lookup without the
     trained draft, lookup+trained without the EAGLE-3 head)."""
     if target.engine == "toy":
         return DEFAULT_DRAFTS["toy"]
-    named = next((spec for spec in NAMED.values() if spec.display == target.name), None)
+    named = named_spec(target)
     if named is not None and named.draft and target.engine == "native":
         return named.draft
     if target.name != DEFAULT_DISPLAY or not SHIPPED_DRAFT.is_dir():
@@ -440,28 +456,19 @@ def _named_draft(name: str, target: Target, dtype: str) -> ModelDraft:
     """A named GGUF model as a draft model on the native engine (int4 by default), whatever engine runs the
     target, its output head cut to `draft_vocabulary` where its spec says (head_ids); checked against the target's
     tokenizer."""
+    _compile_early(dtype)
     spec, path = NAMED[name], gguf_file(name)
-    saved = cache_dir() / "gguf" / f"{name}-tokenizer"
-    draft_tokenizer = target.tokenizer if _same_vocabulary(saved, target.tokenizer) else _gguf_tokenizer(path, saved)
+    partner = named_spec(target)
+    if spec.vocabulary and partner is not None and partner.vocabulary == spec.vocabulary:
+        draft_tokenizer = target.tokenizer  # the same ids (NamedGGUF.vocabulary); a draft never uses the template
+    else:
+        draft_tokenizer = _gguf_tokenizer(path, cache_dir() / "gguf" / f"{name}-tokenizer")
     vocab_size = target.model.vocab_size
     check_compatible(target.tokenizer, draft_tokenizer, vocab_size, len(draft_tokenizer.hf))
     model = load_gguf_native(path, dtype, spec.display, for_draft=True)
     if spec.head_ids is not None:
         model.restrict_output(torch.tensor(draft_vocabulary(draft_tokenizer, spec.head_ids)))
     return ModelDraft(model, vocab_size=vocab_size, name=name)
-
-
-def _same_vocabulary(saved: Path, tokenizer: TextTokenizer) -> bool:
-    """Whether the tokenizer saved in directory `saved` has the vocabulary, added tokens and end token of
-    `tokenizer` (read from a directory too): its tokenizer.json and tokenizer_config.json byte for byte. A draft then
-    uses the target's tokenizer, whose ids are its own, instead of reading the same 151k tokens again (~2 s); the
-    chat templates may differ (the 0.5B's and the 1.5B's do, in one escaped brace), and a draft never uses one."""
-    import filecmp
-
-    read_from = Path(getattr(tokenizer.hf, "name_or_path", "") or "/nonexistent")
-    files = ("tokenizer.json", "tokenizer_config.json")
-    return all((saved / f).is_file() and (read_from / f).is_file() and
-               filecmp.cmp(saved / f, read_from / f, shallow=False) for f in files)
 
 
 def draft_vocabulary(tokenizer: TextTokenizer, first: int) -> list[int]:

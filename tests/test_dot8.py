@@ -209,3 +209,40 @@ def test_bad_shapes_are_clear_errors():
     p, _ = packed(16, 64, 4)
     with pytest.raises(RuntimeError, match="K does not match"):
         p(torch.randn(2, 96), ISA)
+
+
+@pytest.mark.same_on_every_cpu
+def test_a_background_build_is_waited_for_once_and_its_error_kept(monkeypatch):
+    """`build_in_background` compiles in a thread while a first run downloads; `load_kernels` called meanwhile waits
+    for that build rather than starting a second, and a failed build's error reaches every later caller without
+    compiling again."""
+    import threading
+    import time
+
+    from specdecode.models import kernels
+
+    calls, started = [], threading.Event()
+
+    def slow_load(outcome):
+        def load():
+            started.set()
+            time.sleep(0.3)
+            calls.append(threading.current_thread().name)
+            if outcome is not None:
+                raise outcome
+        return load
+
+    for outcome in (None, kernels.KernelUnavailable("our C++ kernels could not be compiled: no compiler")):
+        calls.clear()
+        started.clear()
+        monkeypatch.setattr(kernels, "_DONE", [])
+        monkeypatch.setattr(kernels, "_load", slow_load(outcome))
+        kernels.build_in_background(capability())
+        assert started.wait(5)
+        for _ in range(2):
+            if outcome is None:
+                kernels.load_kernels()
+            else:
+                with pytest.raises(kernels.KernelUnavailable, match="no compiler"):
+                    kernels.load_kernels()
+        assert calls == ["specdecode-kernels"]  # built once, by the background thread; the caller waited for it

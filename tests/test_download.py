@@ -121,27 +121,3 @@ def test_an_interruption_keeps_nothing_and_goes_on_up(wheels, tmp_path, monkeypa
         fetch(wheels)
     assert_nothing_kept(tmp_path)
 
-
-def test_a_draft_shares_the_targets_tokenizer_only_when_its_vocabulary_files_are_the_same(tmp_path):
-    """A named draft whose saved tokenizer holds the target's tokenizer.json and tokenizer_config.json byte for byte
-    uses the target's tokenizer (the chat template may differ: a draft never uses it); any other byte, or a file
-    missing, reads the draft's own."""
-    from tiny import word_tokenizer
-    from transformers import AutoTokenizer
-
-    from specdecode.load import _same_vocabulary
-    from specdecode.tokenizer import TextTokenizer
-
-    word_tokenizer(list("abcdefgh")).save_pretrained(tmp_path / "target")
-    target = TextTokenizer(AutoTokenizer.from_pretrained(tmp_path / "target", local_files_only=True))
-    draft = tmp_path / "draft"
-    word_tokenizer(list("abcdefgh")).save_pretrained(draft)
-    (draft / "chat_template.jinja").write_text("{{ messages }}")
-    assert _same_vocabulary(draft, target)
-    vocabulary = (draft / "tokenizer.json").read_text()
-    (draft / "tokenizer.json").write_text(vocabulary.replace('"h"', '"z"'))
-    assert not _same_vocabulary(draft, target)
-    (draft / "tokenizer.json").write_text(vocabulary)
-    (draft / "tokenizer_config.json").unlink()
-    assert not _same_vocabulary(draft, target)
-    assert not _same_vocabulary(tmp_path / "absent", target)

@@ -162,6 +162,24 @@ def test_the_drafts_head_is_cut_to_frequent_tokens_and_its_q_is_the_uncut_one_re
     draft.model.rollback(0)
 
 
+@pytest.mark.same_on_every_cpu
+def test_the_pair_has_one_vocabulary_so_the_draft_reads_no_tokenizer_of_its_own(target):
+    """`NamedGGUF.vocabulary`: the 0.5B's tokenizer, read out of its own file, has the 1.5B's tokenizer.json and
+    tokenizer_config.json byte for byte (only the chat templates differ), so the loader hands the draft the
+    target's tokenizer."""
+    from specdecode.load import _gguf_tokenizer
+    from specdecode.models.default import cache_dir
+    from specdecode.tokenizer import check_compatible
+
+    assert NAMED[TARGET].vocabulary == NAMED[DRAFT].vocabulary != ""
+    saved = {name: cache_dir() / "gguf" / f"{name}-tokenizer" for name in (TARGET, DRAFT)}
+    own = _gguf_tokenizer(gguf_file(DRAFT, progress=False), saved[DRAFT])  # saved once per machine, like the target's
+    for file in ("tokenizer.json", "tokenizer_config.json"):
+        assert (saved[DRAFT] / file).read_bytes() == (saved[TARGET] / file).read_bytes(), file
+    check_compatible(target.tokenizer, own, target.model.vocab_size, len(own.hf))
+    assert own.stop_token_ids == target.tokenizer.stop_token_ids
+
+
 def test_greedy_speculative_output_equals_plain_with_the_draft_model(target, draft):
     """The int4 target is batch invariant, so with the 0.5B draft, its head cut (and behind prompt lookup), greedy
     speculative decoding gives plain decoding's tokens exactly; a one-word answer ends inside a round, on a

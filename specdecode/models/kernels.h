@@ -1,7 +1,7 @@
 // What our C++ kernels share (dot8.cpp, attention.cpp, layer.cpp; built into one library by kernels.py).
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <immintrin.h>
 
 #include <cstdint>

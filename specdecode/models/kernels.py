@@ -7,11 +7,12 @@ the same bits on every path."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import sys
-from functools import cache
+import threading
 from pathlib import Path
 
 import torch
@@ -39,12 +40,40 @@ def kernel_isa(cpu: Capability) -> str | None:
     return None
 
 
-@cache
+_LOCK = threading.Lock()  # one build or load at a time; the others wait for it
+_DONE: list[KernelUnavailable | None] = []  # [None] once loaded, [error] once it failed: neither is tried again
+
+
 def load_kernels() -> None:
     """Register `torch.ops.specdecode.dot8_mm` and `.attend`, compiling the sources first if this machine has no
     build of their text for this torch (cached under the cache directory; built in a folder of its own and renamed
     into place whole, so an interrupted build is never used or waited on); KernelUnavailable with the compiler's
-    first error line."""
+    first error line. Once per process: a call while another thread builds waits for that build."""
+    with _LOCK:
+        if not _DONE:
+            try:
+                _load()
+                _DONE.append(None)
+            except KernelUnavailable as error:
+                _DONE.append(error)
+        if _DONE[0] is not None:
+            raise _DONE[0]
+
+
+def build_in_background(cpu: Capability) -> None:
+    """Start `load_kernels` in a thread where this CPU runs them, so that a first run compiles (~20-40 s on 2 cores)
+    while it downloads a model and reads its tokenizer, which leave a core idle; whoever needs the kernels then
+    calls load_kernels, which waits for the build and raises its error, if any."""
+    if kernel_isa(cpu) is not None and not _DONE:
+        threading.Thread(target=_quietly, name="specdecode-kernels", daemon=True).start()
+
+
+def _quietly() -> None:
+    with contextlib.suppress(KernelUnavailable):  # kept in _DONE for the next caller
+        load_kernels()
+
+
+def _load() -> None:
     from .default import cache_dir
 
     key = hashlib.sha256(b"".join(f.read_bytes() for f in SOURCES + HEADERS) + torch.__version__.encode())
@@ -62,7 +91,7 @@ def load_kernels() -> None:
     partial = build.with_name(f"{build.name}.partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    print("compiling our C++ kernels (once per machine, ~20-90 s)", file=sys.stderr, flush=True)
+    print("compiling our C++ kernels (once per machine, ~20-60 s)", file=sys.stderr, flush=True)
     try:
         load(name=NAME, sources=[str(source) for source in SOURCES], extra_cflags=["-O3", "-fopenmp"],
              extra_ldflags=["-fopenmp"], build_directory=str(partial), is_python_module=False, verbose=False)

@@ -9,8 +9,9 @@
 // cache (row r: slots 0 .. start + r). Every row goes through the same operations whatever T and the other
 // segments are (dot8.cpp's products and attention.cpp's rows are batch invariant, the rest is per row), so a row is
 // bitwise what the sequence's own pass gives it.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/Parallel.h>
+#include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 
 #include <algorithm>
