@@ -246,3 +246,32 @@ def test_a_background_build_is_waited_for_once_and_its_error_kept(monkeypatch):
                 with pytest.raises(kernels.KernelUnavailable, match="no compiler"):
                     kernels.load_kernels()
         assert calls == ["specdecode-kernels"]  # built once, by the background thread; the caller waited for it
+
+
+
+@pytest.mark.same_on_every_cpu
+def test_a_build_removes_what_dead_builds_left_and_a_failed_one_leaves_nothing(monkeypatch, tmp_path):
+    """A process that ended mid-build (a first run stopped while its kernels compiled in the background) leaves its
+    partial folder; the next build removes it and keeps one whose process still runs, and a build that fails (here:
+    no compiler) removes its own and says why in one line."""
+    import os
+    import subprocess
+
+    import torch.utils.cpp_extension
+
+    from specdecode.models import kernels
+
+    def no_compiler(**_):
+        raise RuntimeError("Error building extension\nc++: error: no such compiler")
+
+    monkeypatch.setenv("SPECDECODE_CACHE", str(tmp_path))
+    monkeypatch.setattr(torch.utils.cpp_extension, "load", no_compiler)
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    build = kernels._build_dir()
+    stale, running = (build.with_name(f"{build.name}.partial-{pid}") for pid in (ended.pid, os.getppid()))
+    for folder in (stale, running):
+        folder.mkdir(parents=True)
+    with pytest.raises(kernels.KernelUnavailable, match="^our C\\+\\+ kernels could not be compiled: "):
+        kernels._load()
+    assert sorted(build.parent.iterdir()) == [running]

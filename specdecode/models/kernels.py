@@ -73,11 +73,26 @@ def _quietly() -> None:
         load_kernels()
 
 
-def _load() -> None:
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # no signal: only whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's
+        return True
+    return True
+
+
+def _build_dir() -> Path:
+    """Where the build of the sources' text for this torch lives, under the cache directory."""
     from .default import cache_dir
 
     key = hashlib.sha256(b"".join(f.read_bytes() for f in SOURCES + HEADERS) + torch.__version__.encode())
-    build = cache_dir() / "kernels" / f"{NAME}-{key.hexdigest()[:12]}"
+    return cache_dir() / "kernels" / f"{NAME}-{key.hexdigest()[:12]}"
+
+
+def _load() -> None:
+    build = _build_dir()
     library = build / f"{NAME}.so"
     if library.is_file():
         torch.ops.load_library(str(library))
@@ -88,6 +103,10 @@ def _load() -> None:
         import ninja
 
         os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
+    for stale in build.parent.glob(f"{build.name}.partial-*"):  # a build whose process ended before it did
+        pid = stale.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
     partial = build.with_name(f"{build.name}.partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
