@@ -61,7 +61,7 @@ def load_kernels() -> None:
 
 
 def build_in_background(cpu: Capability) -> None:
-    """Start `load_kernels` in a thread where this CPU runs them, so that a first run compiles (~20-40 s on 2 cores)
+    """Start `load_kernels` in a thread where this CPU runs them, so that a first run compiles (~20-60 s on 2 cores)
     while it downloads a model and reads its tokenizer, which leave a core idle; whoever needs the kernels then
     calls load_kernels, which waits for the build and raises its error, if any."""
     if kernel_isa(cpu) is not None and not _DONE:
