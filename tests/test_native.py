@@ -146,23 +146,6 @@ def test_a_batched_pass_gives_each_sequence_bitwise_its_own_rows(fmt, smollm2_na
 
 
 @pytest.mark.skipif("int4-dot8" not in RUNNABLE, reason="the int4-dot8 kernels need AVX2")
-def test_int4_dot8_on_avx2_tells_adaptive_gamma_that_extra_rows_cost_more(tmp_path):
-    """The verify slope adaptive gamma starts from: DOT8_AVX2_SLOPE where int4-dot8 runs its AVX2 products, the
-    protocol's default on its other paths and in other formats (with the flat default, a controller on a target
-    whose extra rows cost 0.6 of a pass each drafted throughout where plain decoding was quicker)."""
-    from specdecode.adaptive import AdaptiveGamma
-    from specdecode.models.base import VERIFY_SLOPE
-    from specdecode.models.native import DOT8_AVX2_SLOPE
-
-    dot8, _ = _pair(tiny_qwen2(), tmp_path / "dot8", "int4-dot8")
-    fp32, _ = _pair(tiny_qwen2(), tmp_path / "fp32", "fp32")
-    avx2 = kernel_isa(capability()) == "avx2"
-    assert dot8.verify_slope == (DOT8_AVX2_SLOPE if avx2 else VERIFY_SLOPE) and fp32.verify_slope == VERIFY_SLOPE
-    assert dot8.sequence(1).verify_slope == dot8.verify_slope
-    assert AdaptiveGamma.for_target(dot8).target_time(5) == 1 + 4 * dot8.verify_slope
-
-
-@pytest.mark.skipif("int4-dot8" not in RUNNABLE, reason="the int4-dot8 kernels need AVX2")
 @pytest.mark.parametrize("make", [tiny_llama, tiny_qwen2], ids=["llama", "qwen2"])
 def test_the_layer_kernel_computes_the_python_layer(make, tmp_path):
     """An int4-dot8 layer runs in one C++ call (layer.cpp); the Python steps of `LlamaLayer` give the same rows to

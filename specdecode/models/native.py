@@ -33,7 +33,6 @@ from safetensors import safe_open
 
 from ..cpu import capability
 from .base import CausalLM
-from .kernels import kernel_isa
 from .linear import (
     BATCH_INVARIANT_ROWS,
     FLOAT32_FORMATS,
@@ -57,11 +56,6 @@ from .llama import (
 __all__ = ["KEY_BLOCK", "LlamaShape", "NativeLlama", "NativeSequence", "UnsupportedModel", "load_native"]
 
 KEY_BLOCK = 512  # keys per block of torch's CPU flash attention (kvSplitSize) once there are >= 512 keys
-# Adaptive gamma's prior for T(k) / T(1) - 1 per extra token (`CausalLM.verify_slope`) where int4-dot8 runs on AVX2:
-# measured on an AVX2-only EPYC at 0.2-0.3 in most hours and 0.6 in a CPU-bound one (docs/real-pair.md). With
-# VERIFY_SLOPE's 0.06 there, the bench's answers kept drafting in an hour where plain decoding was quicker (0.87x of
-# it); simulated, 0.4 keeps 0.94x of plain there (0.06: 0.82x) and 1.20x in the earlier hours (0.06: 1.19x).
-DOT8_AVX2_SLOPE = 0.4
 
 
 def query_block(rows: int) -> int:
@@ -72,7 +66,7 @@ def query_block(rows: int) -> int:
 class NativeLlama(CausalLM):
     """A Llama-family checkpoint behind the `CausalLM` protocol, with a static KV cache (and one more per extra
     sequence: `sequence`, `extend_batch`). Its verify slope is the protocol's default (`VERIFY_SLOPE`, measured on
-    this engine), except for int4-dot8 products on AVX2, where each extra row costs more (`DOT8_AVX2_SLOPE`)."""
+    this engine)."""
 
     sequences = True
 
@@ -115,8 +109,6 @@ class NativeLlama(CausalLM):
         self.vocab_size = shape.vocab_size
         self.max_length = min(max_length or shape.max_positions, shape.max_positions)
         self.batch_invariant = batch_invariant
-        if fmt == "int4-dot8" and kernel_isa(capability()) == "avx2":
-            self.verify_slope = DOT8_AVX2_SLOPE
         # The residual stream, keys, values and attention: float32 for int4 models (GGUF files), as in llama.cpp:
         # Qwen2's key biases make keys too large for bf16's 8 bits (the 1.5B's top-1 agreement with llama.cpp was
         # 95-97% with them in bf16: docs/real-pair.md). The int4 products still take bf16 inputs.
