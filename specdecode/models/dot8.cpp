@@ -161,22 +161,28 @@ __attribute__((target("avx2"))) inline void scales_avx2(const Tile& t, int64_t g
   }
 }
 
-// scales_avx2 for all 16 output rows, d and dmin read with each group.
+// A superblock's d (and dmin, 4 bits) for all 16 output rows, as floats (supers_avx2 on AVX-512).
 template <int BITS>
-__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) inline void scales_avx512(const Tile& t, int64_t g,
-                                                                                     __m512& scale, __m512& offset) {
-  constexpr int64_t S = sub_bytes<BITS>();
-  const uint8_t* s = t.sub + g * S;
-  const uint16_t* d = t.sup + g / per_super<BITS>() * S;
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) inline void supers_avx512(const Tile& t, int64_t g,
+                                                                                     __m512& d, __m512& dmin) {
+  const uint16_t* s = t.sup + g / per_super<BITS>() * sub_bytes<BITS>();
+  d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
+  if constexpr (BITS == 4) dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 16)));
+}
+
+// scales_avx2 for all 16 output rows, from their superblock's d and dmin (supers_avx512).
+template <int BITS>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline void scales_avx512(const Tile& t, int64_t g, __m512 d,
+                                                                               __m512 dmin, __m512& scale,
+                                                                               __m512& offset) {
+  const uint8_t* s = t.sub + g * sub_bytes<BITS>();
   const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-  const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d)));
   if constexpr (BITS == 4) {
-    scale = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)), dv);
+    scale = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)), d);
     const __m128i m = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
-    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d + 16)));
     offset = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(m)), dmin);
   } else {
-    scale = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), dv);
+    scale = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), d);
     offset = _mm512_mul_ps(scale, _mm512_set1_ps(-32.f));
   }
 }
@@ -196,22 +202,24 @@ __attribute__((target("avx512f"))) inline __m512 add_group(__m512 acc, __m512i d
   return _mm512_fmadd_ps(offset, _mm512_set1_ps(xsum), acc);
 }
 
-template <int BITS, int HALVES>
+template <int BITS, int HALVES, int ROWS = 0>  // ROWS: a row count known when compiled (0: m1 - m0)
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")))
 void tile_avx512(const Tile& t, const Rows& x, int64_t m0, int64_t m1, int64_t groups, float* y, int64_t ldy,
                  float unscale) {
   constexpr int64_t GROUP = BITS == 4 ? 32 : 16;
   constexpr int CODES = BITS == 4 ? 8 : 4;
   __m512 acc[CHUNK];
-  const int64_t rows = m1 - m0;
+  const int64_t rows = ROWS > 0 ? ROWS : m1 - m0;
   for (int64_t r = 0; r < rows; ++r) acc[r] = _mm512_setzero_ps();
   const __m512i low = _mm512_set1_epi8(0x0F);
   const __m512i top = _mm512_set1_epi8(0x30);
+  __m512 d = _mm512_setzero_ps(), dmin = d;  // (dmin: 4 bits only)
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* wg = t.w + g * (BITS == 4 ? BLOCK4 : BLOCK6);
     prefetch_ahead<BITS>(t, g);
+    if (g % per_super<BITS>() == 0) supers_avx512<BITS>(t, g, d, dmin);
     __m512 scale, offset;
-    scales_avx512<BITS>(t, g, scale, offset);
+    scales_avx512<BITS>(t, g, d, dmin, scale, offset);
     __m512i codes[CODES];
     for (int b = 0; b < CODES / 2; ++b) {  // low 4 bits (all of a 4-bit code)
       const __m512i v = _mm512_loadu_si512(wg + 64 * b);
@@ -230,16 +238,19 @@ void tile_avx512(const Tile& t, const Rows& x, int64_t m0, int64_t m1, int64_t g
       const int64_t m = m0 + r;
       const int8_t* q = x.q + m * x.K + k0;
       const int8_t* lo = x.r + m * x.K + k0;
-      __m512i dot = _mm512_setzero_si512(), low_dot = _mm512_setzero_si512();
+      // Two chains of dpbusd per half (even and odd words), so one row does not wait on each product's latency;
+      // integer sums, exact in any order.
+      __m512i dot[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}, low_dot[2] = {dot[0], dot[1]};
       for (int c = 0; c < CODES; ++c) {
-        dot = _mm512_dpbusd_epi32(dot, codes[c], _mm512_set1_epi32(word(q + 4 * c)));
+        dot[c % 2] = _mm512_dpbusd_epi32(dot[c % 2], codes[c], _mm512_set1_epi32(word(q + 4 * c)));
         if constexpr (HALVES == 2)
-          low_dot = _mm512_dpbusd_epi32(low_dot, codes[c], _mm512_set1_epi32(word(lo + 4 * c)));
+          low_dot[c % 2] = _mm512_dpbusd_epi32(low_dot[c % 2], codes[c], _mm512_set1_epi32(word(lo + 4 * c)));
       }
-      dot = _mm512_add_epi32(_mm512_slli_epi32(dot, 8), low_dot);
+      __m512i sum = _mm512_slli_epi32(_mm512_add_epi32(dot[0], dot[1]), 8);
+      if constexpr (HALVES == 2) sum = _mm512_add_epi32(sum, _mm512_add_epi32(low_dot[0], low_dot[1]));
       const float xs = x.scale[m * (x.K / 32) + k0 / 32];
       const float xsum = BITS == 4 ? x.sum32[m * (x.K / 32) + g] : x.sum16[m * (x.K / 16) + g];
-      acc[r] = add_group(acc[r], dot, xs, xsum, scale, offset);
+      acc[r] = add_group(acc[r], sum, xs, xsum, scale, offset);
     }
   }
   for (int64_t r = 0; r < rows; ++r) _mm512_storeu_ps(y + (m0 + r) * ldy, _mm512_mul_ps(acc[r], _mm512_set1_ps(unscale)));
@@ -380,8 +391,9 @@ template <int HALVES>
 __attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma")))
 inline void scale_group(const AmxDots<HALVES>& done, int64_t g, const Tile& t, const Rows& x, int64_t m0,
                         int64_t rows, __m512* acc) {
-  __m512 scale, offset;
-  scales_avx512<4>(t, g, scale, offset);
+  __m512 d, dmin, scale, offset;
+  supers_avx512<4>(t, g, d, dmin);
+  scales_avx512<4>(t, g, d, dmin, scale, offset);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t m = m0 + r;
     __m512i dot = _mm512_slli_epi32(_mm512_load_si512(done.dots[0] + 16 * r), 8);
@@ -435,24 +447,26 @@ bool tile_state_granted() {
 
 using TileFn = void (*)(const Tile&, const Rows&, int64_t, int64_t, int64_t, float*, int64_t, float);
 
-template <int ROWS>  // tile_avx2's ROWS
+template <int ROWS>  // the tiles' ROWS
 TileFn avx2_for(int64_t bits, int64_t halves) {
   if (bits == 4) return halves == 2 ? tile_avx2<4, 2, ROWS> : tile_avx2<4, 1, ROWS>;
   return halves == 2 ? tile_avx2<6, 2, ROWS> : tile_avx2<6, 1, ROWS>;
 }
 
+template <int ROWS>
+TileFn avx512_for(int64_t bits, int64_t halves) {
+  if (bits == 4) return halves == 2 ? tile_avx512<4, 2, ROWS> : tile_avx512<4, 1, ROWS>;
+  return halves == 2 ? tile_avx512<6, 2, ROWS> : tile_avx512<6, 1, ROWS>;
+}
+
+// One or two rows (a draft's token, plain decoding, a verify of one draft) run tiles compiled for their count: the
+// accumulators stay in registers (on AVX2 1 row ~20% and 2 rows ~8% quicker; 4 rows compiled for their count took
+// ~10-17% longer, so from 3 rows on the general loop).
 TileFn pick(int64_t isa, int64_t bits, int64_t halves, int64_t rows) {
   if (isa == 3 && bits == 4 && rows >= AMX_ROWS) return halves == 2 ? tile_amx<2> : tile_amx<1>;
-  if (isa >= 2) {
-    if (bits == 4) return halves == 2 ? tile_avx512<4, 2> : tile_avx512<4, 1>;
-    return halves == 2 ? tile_avx512<6, 2> : tile_avx512<6, 1>;
-  }
-  // One or two rows (a draft's token, plain decoding, a verify of one draft) compiled for their count: the
-  // accumulators stay in registers, 1 row ~20% and 2 rows ~8% quicker; from 3 rows on the general loop (4 rows
-  // compiled for their count took ~10-17% longer).
-  if (rows == 1) return avx2_for<1>(bits, halves);
-  if (rows == 2) return avx2_for<2>(bits, halves);
-  return avx2_for<0>(bits, halves);
+  if (isa >= 2) return rows == 1 ? avx512_for<1>(bits, halves) : rows == 2 ? avx512_for<2>(bits, halves)
+                                                                            : avx512_for<0>(bits, halves);
+  return rows == 1 ? avx2_for<1>(bits, halves) : rows == 2 ? avx2_for<2>(bits, halves) : avx2_for<0>(bits, halves);
 }
 
 // isa: 3 = AMX-INT8 beside AVX-512 VNNI, 2 = AVX-512 VNNI, 1 = AVX2 (the caller checks what the CPU has); halves: 1
