@@ -155,3 +155,19 @@ def test_accuracy_on_a_target_without_a_gguf_file_is_a_one_line_error(capsys):
     assert main(["bench", "--target", "toy", "--accuracy", "--out", "/nonexistent"]) == 2
     err = capsys.readouterr().err
     assert "--accuracy" in err and "GGUF" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("script", "expected"), [
+    ("kill -SEGV $$", "SIGSEGV"),  # ggml's AMX kernels on this session's Xeon, at the first answer
+    ("kill -ILL $$", "SIGILL"),  # the same kernels on the Xeon of 2026-12-01
+    ("exit 1", None),  # a binary that fails without a signal is not a CPU problem that AMX off would mend
+])
+def test_a_llama_server_killed_by_a_signal_is_told_apart(tmp_path, script, expected):
+    """The bench's llama-server probe (`_fatal_signal`) names the signal that killed the default build, which is then
+    rebuilt with AMX off; a binary that exits without one is not rebuilt."""
+    from specdecode.bench.llama_server import _fatal_signal
+
+    binary = tmp_path / "llama-server"
+    binary.write_text(f"#!/bin/sh\n{script}\n")
+    binary.chmod(0o755)
+    assert _fatal_signal(binary) == expected

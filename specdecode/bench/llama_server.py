@@ -9,7 +9,7 @@ sources vendored in the llama-cpp-python sdist we pin, plain or speculating with
 
 The build differs from a default one only in linking (static: the binary needs no build tree beside it); the
 kernels and their switches (GGML_NATIVE, llamafile sgemm, weight repacking) are llama.cpp's defaults, except on a CPU
-where that build dies of an illegal instruction (ggml's AMX kernels; then AMX is off: `server_build()`).
+where that build dies on its first answer (ggml's AMX kernels; then AMX is off: `server_build()`).
 """
 
 from __future__ import annotations
@@ -36,13 +36,15 @@ from .process import free_port, stop, wait_healthy
 
 VERSION = "0.3.36"  # llama-cpp-python's sdist, as bin/bootstrap pins it
 CMAKE_FLAGS = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DBUILD_SHARED_LIBS=OFF"]
+RECIPE = 2  # how server_binary builds (part of the cache key: a cached binary of an older recipe is built again).
+            # 2: a default build killed by any signal on its first answer is rebuilt with AMX off, not only by SIGILL
 
 
 def _cpu_key() -> str:
     import hashlib
 
     flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
-    return hashlib.sha256(f"{flags}\n{os.uname().machine}\n{VERSION}".encode()).hexdigest()[:12]
+    return hashlib.sha256(f"{flags}\n{os.uname().machine}\n{VERSION}\n{RECIPE}".encode()).hexdigest()[:12]
 
 
 AMX_OFF = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"  # compiler flags: ggml's AMX kernels not built
@@ -52,9 +54,9 @@ BUILD_NOTE = "build.txt"  # beside the binary: how it was built, for the bench r
 def server_binary(progress: bool = True) -> Path:
     """The cached llama-server for this CPU, built first if missing (one-line ValueError if it cannot be).
 
-    The default build first; if that one dies of an illegal instruction on its first pass here (ggml's AMX kernels
-    on newer Xeons under Linux: llama.cpp PR #26954), the same build with AMX off, as such a CPU's users must run it;
-    `server_build()` says which."""
+    The default build first; if that one dies on its first answer here (ggml's AMX kernels on newer Xeons under
+    Linux: SIGILL at a `tilezero`, llama.cpp PR #26954, or SIGSEGV in `ggml_backend_amx_mul_mat`), the same build with
+    AMX off, as such a CPU's users must run it; `server_build()` says which."""
     binary = cache_dir() / f"llama-server-{VERSION}-{_cpu_key()}" / "llama-server"
     if binary.is_file():
         return binary
@@ -79,11 +81,13 @@ def server_binary(progress: bool = True) -> Path:
                    disable=not progress)
         try:
             built, note = _build(source, scratch / "build", "", bar), "llama.cpp's default switches"
-            if _dies_of_illegal_instruction(built):
+            if killer := _fatal_signal(built):
                 bar.set_description("building llama-server with AMX off (the default build dies on this CPU)")
                 built = _build(source, scratch / "build-amx-off", AMX_OFF, bar)
-                note = ("llama.cpp's default switches, AMX off (the default build dies of an illegal instruction on "
-                        "this CPU: ggml's AMX kernels, llama.cpp PR #26954)")
+                if again := _fatal_signal(built):
+                    raise ValueError(f"llama-server dies of {again} on this CPU, with AMX off too")
+                note = (f"llama.cpp's default switches, AMX off (the default build dies of {killer} on its first "
+                        "answer on this CPU: ggml's AMX kernels, llama.cpp PR #26954)")
         finally:
             bar.close()
         binary.parent.mkdir(parents=True, exist_ok=True)
@@ -121,8 +125,9 @@ def _build(source: Path, build: Path, cflags: str, bar) -> Path:
     return build / "bin" / "llama-server"
 
 
-def _dies_of_illegal_instruction(binary: Path) -> bool:
-    """Whether the binary, serving the default model's GGUF, is killed by SIGILL before or while it answers."""
+def _fatal_signal(binary: Path) -> str | None:
+    """The signal that kills the binary (e.g. "SIGILL") before or while it answers, serving the default model's
+    GGUF; None where it answers and lives."""
     from ..models.default import gguf_path
 
     port = free_port()
@@ -137,13 +142,18 @@ def _dies_of_illegal_instruction(binary: Path) -> bool:
             with contextlib.suppress(OSError):  # a dead server answers nothing: its exit status tells
                 urllib.request.urlopen(request, timeout=120).read()
             time.sleep(0.5)
-            return process.poll() == -signal.SIGILL
         except ValueError:  # it did not start: died (of what, its status says) or never became healthy
-            return process.poll() == -signal.SIGILL
+            pass
         finally:
-            if process.poll() is None:
+            status = process.poll()
+            if status is None:
                 process.kill()
             process.wait()
+    if status is None or status >= 0:
+        return None
+    with contextlib.suppress(ValueError):
+        return signal.Signals(-status).name
+    return f"signal {-status}"
 
 
 class LlamaServer:
