@@ -14,6 +14,7 @@ import torch
 from specdecode import SamplingConfig
 from specdecode.drafts.model import ModelDraft
 from specdecode.engine import Generation
+from specdecode.server import threads
 from specdecode.server.scheduler import PREFILL_CHUNK, Allotted, Scheduler
 from specdecode.toy import prefix_pair
 
@@ -358,3 +359,15 @@ def test_a_request_starts_from_what_the_last_one_measured():
     second.choose()  # (its first choice starts from the last request's measurements)
     assert second.alpha == controller.alpha > Allotted(first, target.verify_slope).alpha
     assert second.target_time(5) == controller.target_time(5)
+
+
+def test_every_batched_pass_runs_on_the_engine_thread(monkeypatch):
+    target, draft_model = prefix_pair(noise=1.0)
+    seen = []
+    for model in (target, draft_model):
+        extend_batch = model.extend_batch
+        monkeypatch.setattr(model, "extend_batch", lambda parts, f=extend_batch: (seen.append(
+            threading.get_ident()), f(parts))[1])
+    scheduler = Scheduler(target, ModelDraft(draft_model), sequences=4, grace=2.0)
+    together(scheduler, requests_for(target.vocab_size, 4), 12)
+    assert len(seen) > 4 and set(seen) == {threads.on_engine(threading.get_ident)}

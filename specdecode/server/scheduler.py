@@ -5,7 +5,8 @@ its own (`CausalLM.sequence`) and a draft forked for it (`Draft.fork`), on seque
 Their `extend` calls do not run at once: they queue, and when every request holding a lease is waiting on a pass
 (one between two rounds, streaming its last, is waited for up to `grace`), the scheduler runs one: the draft
 model's queue first (proposals come before verification), then the target's, all of a queue's sequences in one
-`extend_batch`. So one target pass verifies every request's drafts. On the native engine each row is bitwise what
+`extend_batch`, on the engine thread (`threads.on_engine`: one thread computes in parallel). So one target pass
+verifies every request's drafts. On the native engine each row is bitwise what
 the request's own pass would give it, so no output depends on who else is served.
 
 Requests join and leave between passes: a lease is handed out in arrival order (FIFO) when one of the `sequences`
@@ -50,6 +51,7 @@ from ..adaptive import AdaptiveGamma, PassTimes
 from ..analysis import expected_tokens
 from ..drafts.base import Draft
 from ..models.base import CausalLM
+from .threads import on_engine
 
 POLL_SECONDS = 0.005  # how often a request waiting its turn looks for it (every 20th time, for its client)
 GRACE_SECONDS = 0.005  # how long a pass waits for a request that holds a lease but is between two rounds
@@ -220,7 +222,7 @@ class Scheduler:
         try:
             start = time.perf_counter()
             try:
-                results = model.extend_batch([(i.sequence, i.tokens, i.keep) for i in items])
+                results = on_engine(model.extend_batch, [(i.sequence, i.tokens, i.keep) for i in items])
                 for item, result in zip(items, results, strict=True):
                     item.result = result
             except Exception as error:  # a bad part must not fail the others: each alone says whose it was
@@ -229,7 +231,7 @@ class Scheduler:
                 else:
                     for item in items:
                         try:
-                            item.result = model.extend_batch([(item.sequence, item.tokens, item.keep)])[0]
+                            item.result = on_engine(model.extend_batch, [(item.sequence, item.tokens, item.keep)])[0]
                         except Exception as alone:
                             item.error = alone
             seconds = time.perf_counter() - start

@@ -33,6 +33,7 @@ from ..stops import check_stop
 from .errors import APIError
 from .scheduler import Lease, Scheduler
 from .schemas import MAX_STOP_STRINGS, CompletionRequest, OpenAIRequest, Sampling
+from .threads import on_engine, serial
 
 log = logging.getLogger("specdecode.server")
 
@@ -132,16 +133,19 @@ class Service:
                 if self._loaded is None:
                     log.info("loading target %s ...", self.target_spec)
                     try:
-                        target = load_target(self.target_spec, self.dtype, self.engine)
-                        draft = load_draft(self.draft_spec or default_draft(target), target, self.dtype,
-                                           engine=self.engine)
+                        target, draft, self.scheduler = on_engine(self._load_models)
                     except ValueError as error:
                         raise APIError(f"the server cannot load its models: {error}", 503) from None
-                    self.scheduler = Scheduler(target.model, draft, self.sequences)
                     self._loaded = Loaded(target, draft, draft.name if draft is not None else "none")
                     log.info("loaded target %s (%s), draft %s; %d request(s) at once", target.name, target.engine,
                              self._loaded.draft_name, self.scheduler.sequences)
         return self._loaded
+
+    def _load_models(self) -> tuple[Target, Draft | None, Scheduler]:
+        """The models and their scheduler (run on the engine thread, which then runs every pass: `threads`)."""
+        target = load_target(self.target_spec, self.dtype, self.engine)
+        draft = load_draft(self.draft_spec or default_draft(target), target, self.dtype, engine=self.engine)
+        return target, draft, Scheduler(target.model, draft, self.sequences)
 
     async def ready(self, model: str | None = None) -> Loaded:
         """Load (in a worker thread) and check the requested model name: unknown names are a 404."""
@@ -240,6 +244,7 @@ class Service:
             try:
                 if self._costs is None:
                     def measure():
+                        self._computes_alone()
                         with self.scheduler.exclusive():  # alone, so that no one else's rows are timed
                             return pass_times({"t": lease.target}, COST_KS, repeats=3)["t"]
                     times = await anyio.to_thread.run_sync(measure)
@@ -268,8 +273,15 @@ class Service:
                 job.lease.draft.clear()
         return True
 
+    def _computes_alone(self) -> None:
+        """In a worker thread, where the scheduler runs the passes on the engine thread: compute here alone."""
+        if self.scheduler.batched:
+            serial()
+
     def _step(self, steps: Iterator[Round]):
-        """The next round of a generation (in a worker thread), as one of the scheduler's rounds."""
+        """The next round of a generation (in a worker thread, computing there alone: `threads.serial`), as one of
+        the scheduler's rounds."""
+        self._computes_alone()
         with self.scheduler.inside():
             return next(steps, _DONE)
 
@@ -284,6 +296,7 @@ class Service:
             return
 
         def scored():
+            self._computes_alone()
             with self.scheduler.inside():
                 return _score_prompt(job.lease.target, job.prompt, top)
         job.prompt_logprobs = await anyio.to_thread.run_sync(scored)
