@@ -34,8 +34,12 @@ class PassTimes:
     """T(k) = t1 + slope (k - 1): a straight line fitted by least squares to measured passes of k tokens, each
     measurement worth `memory` times less one measurement later."""
 
-    def __init__(self, memory: float = 0.97):
-        self.memory = memory
+    def __init__(self, memory: float = 0.97, proportional: bool = False):
+        """proportional: where the measured passes cannot tell the fixed cost from the slope (no spread in k yet, or a
+        line through less than zero at k = 1), T(k) is taken proportional to k (a cautious guess for passes larger
+        than those seen: a scheduler's, whose first pass may be four prompts' prefill) instead of flat (the guess
+        that lets a single request's controller try drafting)."""
+        self.memory, self.proportional = memory, proportional
         self._n = self._sk = self._st = self._skk = self._skt = 0.0  # running sums
 
     @property
@@ -53,8 +57,8 @@ class PassTimes:
         var_k = self._skk / self._n - mean_k**2
         slope = max(0.0, (self._skt / self._n - mean_k * mean_t) / var_k) if var_k > 1e-9 else 0.0
         t1 = mean_t - slope * (mean_k - 1)
-        if t1 <= 0:  # too little spread in k to separate the fixed cost from the slope
-            t1, slope = mean_t, 0.0
+        if var_k <= 1e-9 or t1 <= 0:  # too little spread in k to separate the fixed cost from the slope
+            t1, slope = (mean_t / mean_k, mean_t / mean_k) if self.proportional else (mean_t, 0.0)
         return t1 + slope * (k - 1)
 
 

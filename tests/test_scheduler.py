@@ -371,3 +371,23 @@ def test_every_batched_pass_runs_on_the_engine_thread(monkeypatch):
     scheduler = Scheduler(target, ModelDraft(draft_model), sequences=4, grace=2.0)
     together(scheduler, requests_for(target.vocab_size, 4), 12)
     assert len(seen) > 4 and set(seen) == {threads.on_engine(threading.get_ident)}
+
+
+def test_a_first_pass_of_four_prompts_does_not_make_every_row_look_free():
+    """Four requests arriving together (alpha 0.9): the scheduler's first target pass is their prompts' prefill, 128
+    rows in 1.44 s. A line through that one pass cannot tell a fixed cost from a cost per row; taken flat, every row
+    looked free and each request got the most drafts (passes of 30-68 rows followed, keeping the line flat). Taken
+    proportional to the rows, the next passes decode plainly until passes of other sizes are measured."""
+    target, draft_model = prefix_pair()
+    scheduler = Scheduler(target, ModelDraft(draft_model), sequences=4)
+    leases = [acquired(scheduler) for _ in range(4)]
+    for lease in leases:
+        controller = lease.allotted()
+        controller._accepted, controller._rejected = 900.0, 100.0
+    scheduler.target_times.observe(128, 1.44)
+    scheduler.draft_times.observe(4, 0.022)
+    assert scheduler.allot(10) == dict.fromkeys((lease.id for lease in leases), 0)
+    for k, seconds in ((4, 0.060), (8, 0.062), (16, 0.066)):  # then passes measured nearly flat: rows are cheap
+        for _ in range(200):
+            scheduler.target_times.observe(k, seconds)
+    assert min(scheduler.allot(10).values()) >= 1

@@ -83,7 +83,7 @@ class Scheduler:
         self.grace = grace
         self._held_since: float | None = None  # when every thread inside began waiting on a lease outside
         self._queues: dict[int, tuple[CausalLM, list[_Pending]]] = {}  # id(model) -> (model, extends waiting)
-        self.target_times = PassTimes()  # T(rows) of batched target passes, seconds
+        self.target_times = PassTimes(proportional=True)  # T(rows) of batched target passes, seconds
         self.draft_times = PassTimes()  # T_d(rows) of batched draft passes (drafting steps), seconds
         self.passes: deque[dict] = deque(maxlen=PASS_LOG)  # recent target passes: whose rows, how many
         self.learned: Allotted | None = None  # the last finished request's controller: the next one starts from it
