@@ -57,42 +57,56 @@ struct Rows {  // the activations, quantized: x ~ (256 q + r) scale
   int64_t K;
 };
 
+// 8 int32 lanes in -127..127 as 8 int8 at out (packs saturate nothing here; the permute undoes their lane order).
+__attribute__((target("avx2"))) inline void store_int8(__m256i a, __m256i b, __m256i c, __m256i d, int8_t* out) {
+  const __m256i words = _mm256_packs_epi32(a, b), more = _mm256_packs_epi32(c, d);
+  const __m256i bytes = _mm256_packs_epi16(words, more);  // per 128-bit lane: a0-3 b0-3 c0-3 d0-3 | a4-7 ...
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
+                      _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
+// The sum of 8 int32 lanes (exact).
+__attribute__((target("avx2"))) inline int32_t lane_sum(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1)));
+}
+
 // x [K] -> q, r [K] int8, scale per 32 inputs, sums per 16 and per 32 of the reading x~ = (256 q + r) scale, where
 // 256 scale = max |x| / 127 over each 32 inputs (q as llama.cpp's Q8_0 rounds them) and r rounds what q leaves
 // (halves = 2: a 16-bit reading of x in two int8 halves), or r = 0 (halves = 1: int8). AVX2 on every path: each
-// step is one IEEE operation per lane (no fused multiply-add), so the result is dot8.py's `reference` reading.
+// step is one IEEE operation per lane (no fused multiply-add), so the result is dot8.py's `reference` reading; the
+// integer sums are exact in any order.
 __attribute__((target("avx2,fma")))
 void quantize_row(const float* x, int64_t K, int64_t halves, int8_t* q, int8_t* r, float* scale, float* sum16,
                   float* sum32) {
   const __m256 sign = _mm256_set1_ps(-0.f), limit = _mm256_set1_ps(127.f), low = _mm256_set1_ps(-127.f);
-  alignas(32) int32_t hi[XGROUP], lo[XGROUP];
   for (int64_t g = 0; g < K / XGROUP; ++g) {
     __m256 v[4], top = _mm256_setzero_ps();
     for (int i = 0; i < 4; ++i) {
       v[i] = _mm256_loadu_ps(x + g * XGROUP + 8 * i);
       top = _mm256_max_ps(top, _mm256_andnot_ps(sign, v[i]));
     }
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, top);
-    const float amax = *std::max_element(lanes, lanes + 8);
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(top), _mm256_extractf128_ps(top, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    const float amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
     const float s = amax / 127.f, inv = amax > 0.f ? 127.f / amax : 0.f;
+    __m256i hi[4], lo[4], reading[2];
     for (int i = 0; i < 4; ++i) {
       const __m256 u = _mm256_mul_ps(v[i], _mm256_set1_ps(inv));  // in units of s
       const __m256 h = _mm256_round_ps(u, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(hi + 8 * i),
-                         _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(h, low), limit)));
+      hi[i] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(h, low), limit));
       const __m256 l = _mm256_round_ps(_mm256_mul_ps(_mm256_sub_ps(u, h), _mm256_set1_ps(256.f)),
                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(lo + 8 * i),
-                         halves == 2 ? _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(l, low), limit))
-                                     : _mm256_setzero_si256());
+      lo[i] = halves == 2 ? _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(l, low), limit)) : _mm256_setzero_si256();
     }
-    int32_t sums[2] = {0, 0};
-    for (int64_t i = 0; i < XGROUP; ++i) {
-      q[g * XGROUP + i] = static_cast<int8_t>(hi[i]);
-      r[g * XGROUP + i] = static_cast<int8_t>(lo[i]);
-      sums[i / 16] += 256 * hi[i] + lo[i];
-    }
+    for (int half = 0; half < 2; ++half)  // 256 hi + lo over inputs 16 half .. 16 half + 15
+      reading[half] = _mm256_add_epi32(
+          _mm256_add_epi32(_mm256_slli_epi32(hi[2 * half], 8), lo[2 * half]),
+          _mm256_add_epi32(_mm256_slli_epi32(hi[2 * half + 1], 8), lo[2 * half + 1]));
+    store_int8(hi[0], hi[1], hi[2], hi[3], q + g * XGROUP);
+    store_int8(lo[0], lo[1], lo[2], lo[3], r + g * XGROUP);
+    const int32_t sums[2] = {lane_sum(reading[0]), lane_sum(reading[1])};
     const float s256 = s / 256.f;
     scale[g] = s256;
     sum16[2 * g] = s256 * static_cast<float>(sums[0]);
