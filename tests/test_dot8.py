@@ -199,7 +199,8 @@ def test_the_avx2_path_equals_the_avx512_path_bitwise(bits, halves):
 @pytest.mark.parametrize("halves", [1, 2])
 @pytest.mark.parametrize("bits", [4, 6])
 def test_the_amx_path_equals_the_vnni_path_bitwise(bits, halves):
-    """40 rows: two chunks of 16 and one of 8 on the tiles; 7 and 3 rows: below AMX_ROWS, on VNNI in both."""
+    """40 rows: two chunks of 16 on the tiles and one of 8 on VNNI; 17 rows: 16 and 1; 7 and 3 rows: below AMX_ROWS,
+    on VNNI in both."""
     p, _ = packed(80, 320, bits, halves=halves)
     for rows in (40, 17, 7, 3):
         x = torch.randn(rows, 320) * torch.rand(1, 320) ** 2

@@ -43,8 +43,9 @@ constexpr int64_t CHUNK = 16;   // activation rows computed against a tile at a 
 constexpr int64_t BLOCK4 = 256;  // bytes of 4-bit codes per tile and group (32 inputs)
 constexpr int64_t BLOCK6 = 192;  // bytes of 6-bit codes per tile and group (16 inputs)
 constexpr int64_t SUPER = 256;   // inputs per superblock (d and dmin)
-constexpr int64_t AMX_ROWS = 8;  // fewer rows take the VNNI path on an AMX CPU (the same bits): on the 1.5B's 4-bit
-                                 // shapes 8 rows cost the two paths the same, 16 rows 1.4x less on the tiles
+constexpr int64_t AMX_ROWS = 16;  // fewer rows take the VNNI path on an AMX CPU (the same bits): whole 1.5B passes on
+                                  // the AMX Xeon of 2026-12-05, two runs alternating: 8 rows 110-114 ms on the tiles,
+                                  // 95-97 on VNNI; 16 rows 138-147 against 158; 32 rows 278-284 against 306-311
 constexpr int64_t AHEAD = 8;  // groups ahead whose weights and scales a tile asks the memory for (software prefetch:
                               // without it a pass of 4 rows took 59 ms of the 1.5B, with it 47; 1 row 29 and 28)
 
@@ -351,7 +352,8 @@ void tile_avx2(const Tile& t, const Rows& x, int64_t m0, int64_t m1, int64_t gro
 // c, lane n, byte j = code[n, 4c + j], as tile_avx512's codes[] registers hold them), the rows' int8 activations as
 // tile A ([rows, 32] bytes, K apart), dpbsud into a [rows, 16] int32 tile per half. The dots are exact integers, as
 // VNNI's, and the float steps after them the same instructions: bitwise equal to tile_avx512. A group costs the tiles
-// ~50 cycles whatever the rows, so they pay from AMX_ROWS rows on (6-bit codes, twice the groups, never did).
+// ~50 cycles whatever the rows, so they pay from AMX_ROWS rows on (6-bit codes, twice the groups, never did; 8 rows on
+// the tiles cost 1.15x the VNNI path in whole passes on the Xeon of 2026-12-05).
 // Software-pipelined: the tiles compute one group's dots while the vector units scale the group before.
 struct TileConfig {  // ldtilecfg's 64-byte operand, palette 1
   uint8_t palette = 1, start_row = 0, reserved[14] = {};

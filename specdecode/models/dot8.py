@@ -1,5 +1,5 @@
 """int4-dot8: 4-bit and 6-bit weights against activations rounded to int8 per 32 inputs, in a C++ kernel of ours
-(dot8.cpp: AVX-512 VNNI, with AMX-INT8 tiles for 4-bit codes from 8 rows on, or AVX2; built by kernels.py).
+(dot8.cpp: AVX-512 VNNI, with AMX-INT8 tiles for 4-bit codes from 16 rows on, or AVX2; built by kernels.py).
 
     w = code scale + offset per group of inputs, the scales in GGUF's K-quant layout (`Blocks`): an 8-bit integer
         per group times a float16 per superblock of 256 inputs. 4-bit codes in groups of 32 (a GGUF file's Q4_K

@@ -2,7 +2,7 @@
 `torch.ops.specdecode.*`: dot8.cpp (the int4-dot8 products: dot8.py), attention.cpp (the engine's attention for
 that format: llama.py `KeyPositions`) and layer.cpp (a whole layer of that format in one call: llama.py
 `LlamaLayer`), sharing kernels.h. They need AVX2 with FMA and F16C; the products use AVX-512 VNNI where the CPU has
-it, and AMX-INT8 tiles as well for passes of 8 rows or more where it has those (Linux granting them: cpu.py), and give
+it, and AMX-INT8 tiles as well for passes of 16 rows or more where it has those (Linux granting them: cpu.py), and give
 the same bits on every path."""
 
 from __future__ import annotations
