@@ -40,3 +40,29 @@ def test_on_engine_runs_on_one_thread_returns_and_raises():
     assert threads.on_engine(lambda: threads.on_engine(threading.get_ident)) in idents  # (no deadlock inside it)
     with pytest.raises(ValueError, match="bad"):
         threads.on_engine(lambda: (_ for _ in ()).throw(ValueError("bad")))
+
+
+@pytest.mark.parametrize("sequences", [1, 4])
+def test_a_served_request_computes_its_passes_on_the_engine_thread(sequences):
+    """One sequence (requests one at a time, as on llama.cpp and transformers, which keep one cache): every pass of
+    the target and the draft, the rounds themselves too, on the engine thread; several: the batched passes there."""
+    from fastapi.testclient import TestClient
+
+    from specdecode.server import create_app
+
+    with TestClient(create_app(target="toy", sequences=sequences)) as client:
+        service = client.app.state.service
+        loaded = service.load()
+        assert service.scheduler.batched == (sequences > 1)
+        seen, patched = [], [loaded.target.model, loaded.draft.model]
+        for model in patched:
+            extend, extend_batch = model.extend, model.extend_batch
+            model.extend = lambda tokens, keep=None, f=extend: (seen.append(threading.get_ident()), f(tokens, keep))[1]
+            model.extend_batch = lambda parts, f=extend_batch: (seen.append(threading.get_ident()), f(parts))[1]
+        try:
+            answer = client.post("/v1/completions", json={"prompt": "the cat", "max_tokens": 12, "gamma": 2})
+        finally:
+            for model in patched:
+                del model.extend, model.extend_batch
+    assert answer.status_code == 200 and answer.json()["usage"]["completion_tokens"] == 12
+    assert len(seen) > 3 and set(seen) == {threads.on_engine(threading.get_ident)}

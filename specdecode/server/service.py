@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import anyio
 import torch
@@ -34,6 +35,8 @@ from .errors import APIError
 from .scheduler import Lease, Scheduler
 from .schemas import MAX_STOP_STRINGS, CompletionRequest, OpenAIRequest, Sampling
 from .threads import on_engine, serial
+
+R = TypeVar("R")
 
 log = logging.getLogger("specdecode.server")
 
@@ -244,10 +247,9 @@ class Service:
             try:
                 if self._costs is None:
                     def measure():
-                        self._computes_alone()
                         with self.scheduler.exclusive():  # alone, so that no one else's rows are timed
                             return pass_times({"t": lease.target}, COST_KS, repeats=3)["t"]
-                    times = await anyio.to_thread.run_sync(measure)
+                    times = await anyio.to_thread.run_sync(self._computed, measure)
                     self._costs = {"engine": loaded.target.engine, "ms": {k: t * 1e3 for k, t in times.items()},
                                    "ratio": {k: t / times[1] for k, t in times.items()}}
             finally:
@@ -273,17 +275,21 @@ class Service:
                 job.lease.draft.clear()
         return True
 
-    def _computes_alone(self) -> None:
-        """In a worker thread, where the scheduler runs the passes on the engine thread: compute here alone."""
+    def _computed(self, work: Callable[[], R]) -> R:
+        """work() from a worker thread: batched, in this thread computing alone (`threads.serial`) while the
+        scheduler runs the passes on the engine thread; else all of it on the engine thread, which then runs the
+        models' passes as well (one request at a time: nothing to run beside it)."""
         if self.scheduler.batched:
             serial()
+            return work()
+        return on_engine(work)
 
     def _step(self, steps: Iterator[Round]):
-        """The next round of a generation (in a worker thread, computing there alone: `threads.serial`), as one of
-        the scheduler's rounds."""
-        self._computes_alone()
-        with self.scheduler.inside():
-            return next(steps, _DONE)
+        """The next round of a generation (in a worker thread: `_computed`), as one of the scheduler's rounds."""
+        def step():
+            with self.scheduler.inside():
+                return next(steps, _DONE)
+        return self._computed(step)
 
     async def score(self, job: Job, is_disconnected: Callable[[], Awaitable[bool]] | None = None,
                     deadline: float | None = None) -> None:
@@ -296,10 +302,9 @@ class Service:
             return
 
         def scored():
-            self._computes_alone()
             with self.scheduler.inside():
                 return _score_prompt(job.lease.target, job.prompt, top)
-        job.prompt_logprobs = await anyio.to_thread.run_sync(scored)
+        job.prompt_logprobs = await anyio.to_thread.run_sync(self._computed, scored)
 
     def admit(self, job: Job) -> Ticket:
         """A place for one more generating request, or a 503 when max_queue are already running or waiting."""

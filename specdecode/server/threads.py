@@ -8,7 +8,8 @@ computed in parallel, 69-72 ms once any other thread had (even a `torch.cat` of 
 
 A server runs rounds in worker threads, so: its models load and run every pass on one engine thread
 (`on_engine`), and the threads that run rounds compute on their own thread only (`serial`): what they compute (the
-rule on a round's logits) is small beside a pass.
+rule on a round's logits) is small beside a pass. Where requests run one at a time (models with one cache each:
+llama.cpp, transformers), their rounds run on the engine thread whole (`Service._computed`).
 """
 
 from __future__ import annotations
