@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from .sampling import sample
+from .sampling import argmax, sample
 
 
 def keep_probability(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -94,7 +94,7 @@ def verify_greedy(
     makes at temperature 0), a drafted token is kept exactly when it is the arg-max, and the corrected or bonus token
     is the arg-max of the first row not kept. Same result as `verify(adjust(logits, GREEDY), q, drafts)` for any q
     the drafts were drawn from, at a fraction of the cost over a large vocabulary -> (n_accepted, next_token)."""
-    best = target_logits.argmax(dim=-1)  # [gamma + 1]
+    best = argmax(target_logits)  # [gamma + 1]
     matches = (best[:-1] == draft_tokens).to(torch.int64)  # [gamma]
     n_accepted = int(matches.cumprod(dim=0).sum())
     return n_accepted, int(best[n_accepted])

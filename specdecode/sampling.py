@@ -99,6 +99,17 @@ def seeded(seed: int) -> torch.Generator:
     return generator.set_state(state)
 
 
+def argmax(logits: torch.Tensor) -> torch.Tensor:
+    """logits [..., V] -> [...] int64: the index of each row's maximum, the first one on ties (NaN counts as the
+    maximum), as `torch.argmax(dim=-1)`. A CPU float tensor goes through numpy's vectorised argmax: torch's CPU argmax
+    takes ~0.8 ms over 4 rows of 152k logits on one thread, numpy's 0.08 (a round's worker thread in the server
+    computes on one)."""
+    if logits.device.type == "cpu" and logits.dtype in (torch.float32, torch.float64) and logits.numel() \
+            and not logits.is_neg():  # (a lazily negated view has no numpy form)
+        return torch.as_tensor(logits.detach().numpy().argmax(axis=-1), dtype=torch.int64)
+    return logits.argmax(dim=-1)
+
+
 def adjust(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:
     """Logits [..., V] -> adjusted probabilities [..., V] (float32, or float64 for float64 input), rows summing to 1.
 
@@ -108,7 +119,7 @@ def adjust(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:
     dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
     logits = logits.to(dtype)
     if config.greedy:
-        return torch.nn.functional.one_hot(logits.argmax(dim=-1), logits.shape[-1]).to(dtype)
+        return torch.zeros_like(logits).scatter_(-1, argmax(logits).unsqueeze(-1), 1.0)  # one-hot
     logits = logits / config.temperature
     if not bool(torch.isfinite(logits.amax(dim=-1)).all()):
         raise TemperatureTooSmall(f"temperature {config.temperature:g} is too small for these logits: divided by "

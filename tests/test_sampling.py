@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specdecode import SamplingConfig, adjust, sample
-from specdecode.sampling import cumulative
+from specdecode.sampling import argmax, cumulative
 
 VOCAB = 49_152  # SmolLM2's vocabulary
 
@@ -20,6 +20,23 @@ def test_greedy_is_a_point_mass_on_the_argmax_with_ties_to_the_lowest_id():
     logits = torch.tensor([[1.0, 3.0, 3.0, 2.0], [5.0, 5.0, 5.0, 5.0]])
     probs = adjust(logits, SamplingConfig(temperature=0))
     assert probs.tolist() == [[0, 1, 0, 0], [1, 0, 0, 0]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.integers(1, 4), vocab=st.integers(1, 40), seed=st.integers(0, 2**31), nan=st.booleans(),
+       dead_row=st.booleans(), transposed=st.booleans())
+def test_argmax_is_torchs_ties_nans_dead_rows_and_strides_included(rows, vocab, seed, nan, dead_row, transposed):
+    """`argmax` (numpy's on the CPU, for speed) picks what torch.argmax picks: the first maximum, NaN as the maximum,
+    index 0 of a row ruled out entirely, on a non-contiguous view too, in float32 and float64."""
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randint(-2, 3, (vocab, rows) if transposed else (rows, vocab), generator=g).float()
+    logits = logits.t() if transposed else logits  # [rows, vocab], strided when transposed
+    if nan:
+        logits[0, vocab // 2] = math.nan
+    if dead_row:
+        logits[-1] = -math.inf
+    for x in (logits, logits.double(), logits[0]):
+        assert torch.equal(argmax(x), x.argmax(dim=-1))
 
 
 def test_temperature_scales_logits():

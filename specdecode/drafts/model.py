@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 
 from ..models.base import CausalLM
-from ..sampling import SamplingConfig, adjust, sample
+from ..sampling import SamplingConfig, adjust, argmax, sample
 from .base import Draft, Proposal
 
 # A longer backlog of unseen tokens is a prefill: fed in a pass of its own and timed apart from the round's
@@ -114,7 +114,7 @@ class ModelDraft(Draft):
         for _ in range(gamma):  # one pass each: the backlog and the last token, then each draft
             started = time.perf_counter()
             q = adjust(self._feed(fed), sampling)  # [V]
-            token = int(q.argmax()) if sampling.greedy else int(sample(q, generator))  # (greedy: q is one-hot)
+            token = int(argmax(q)) if sampling.greedy else int(sample(q, generator))  # (greedy: q is one-hot)
             tokens.append(token)
             rows.append(q)
             passes.append((len(fed), time.perf_counter() - started))
