@@ -18,7 +18,6 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
 
 import anyio
 import torch
@@ -34,9 +33,7 @@ from ..stops import check_stop
 from .errors import APIError
 from .scheduler import Lease, Scheduler
 from .schemas import MAX_STOP_STRINGS, CompletionRequest, OpenAIRequest, Sampling
-from .threads import on_engine, serial
-
-R = TypeVar("R")
+from .threads import R, on_engine, serial
 
 log = logging.getLogger("specdecode.server")
 
