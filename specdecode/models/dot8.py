@@ -67,10 +67,11 @@ class Blocks:
         """[N, K / group] float32: dmin m (4 bits) or -32 d sc (6 bits), exact."""
         return self._wide(self.dmin) * self.m.float() if self.bits == 4 else -32 * self.scale()
 
-    def dense(self) -> torch.Tensor:
-        """[N, K] float64: code scale + offset."""
-        wide = lambda t: t.double().repeat_interleave(self.group, 1)  # noqa: E731
-        return self.codes.double() * wide(self.scale()) + wide(self.offset())
+    def dense(self, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+        """[N, K]: code scale + offset, in dtype (float64: exact)."""
+        n, k = self.codes.shape
+        codes = self.codes.to(dtype).view(n, k // self.group, self.group)
+        return (codes * self.scale().to(dtype)[..., None] + self.offset().to(dtype)[..., None]).view(n, k)
 
     def rows(self, index: torch.Tensor | slice) -> Blocks:
         """These output rows (a permutation, a selection or a slice)."""
@@ -221,9 +222,9 @@ class Packed:
         m = rows(self.sub[..., TILE:].view(torch.int8)).to(torch.int16)
         return Blocks(codes, sc, rows(sup[..., :TILE]), 4, m, rows(sup[..., TILE:]))
 
-    def dense(self) -> torch.Tensor:
-        """The weights this holds, [N, K] float64."""
-        return self.blocks().dense()
+    def dense(self, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+        """The weights this holds, [N, K] in dtype (float64: exact)."""
+        return self.blocks().dense(dtype)
 
     def rows(self, index: torch.Tensor) -> Packed:
         """Output rows index [n] (any order, repeats allowed) as a matrix [n, K] of their own, not rounded again: each
