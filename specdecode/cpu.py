@@ -61,6 +61,7 @@ class Capability:
     bf16_matmul: bool  # oneDNN runs bf16 matmuls natively (AVX-512 BF16, AMX or AVX-NE-CONVERT): prepacked bf16
     forced: str | None  # SPECDECODE_CPU, when set
     amx_int8: bool = False  # AMX-INT8 tiles, with Linux's leave to use them, and not forced off by SPECDECODE_CPU
+    amx_bf16: bool = False  # AMX-BF16 tiles (oneDNN's bf16 products use them), on the same terms
 
     @property
     def summary(self) -> str:
@@ -85,9 +86,9 @@ def capability() -> Capability:
     except OSError:
         pass
     bf16 = bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    amx = {"amx_tile", "amx_int8"} <= flags and forced is None and _tile_state_granted()
+    tiles = "amx_tile" in flags and forced is None and _tile_state_granted()
     return Capability(cpu, tuple(f for f in INTERESTING_FLAGS if f in flags), torch.backends.cpu.get_cpu_capability(),
-                      bf16, forced, amx)
+                      bf16, forced, tiles and "amx_int8" in flags, tiles and bf16 and "amx_bf16" in flags)
 
 
 def _tile_state_granted() -> bool:

@@ -280,7 +280,7 @@ class Generation:
         try:
             # The prefill's last row chooses the first token: a round with no draft (none when no token is asked).
             prefill = context if self.first_from_prefill else context[:-1]
-            logits = target.extend(torch.tensor(prefill), keep=1) if prefill and self.max_new_tokens else None
+            logits = target.prefill(torch.tensor(prefill), keep=1) if prefill and self.max_new_tokens else None
             if draft is not None:
                 draft.begin(list(self.prompt))
             if self.observe and logits is not None:

@@ -366,8 +366,8 @@ def test_every_batched_pass_runs_on_the_engine_thread(monkeypatch):
     seen = []
     for model in (target, draft_model):
         extend_batch = model.extend_batch
-        monkeypatch.setattr(model, "extend_batch", lambda parts, f=extend_batch: (seen.append(
-            threading.get_ident()), f(parts))[1])
+        monkeypatch.setattr(model, "extend_batch", lambda parts, prompt_rows=None, f=extend_batch: (seen.append(
+            threading.get_ident()), f(parts, prompt_rows))[1])
     scheduler = Scheduler(target, ModelDraft(draft_model), sequences=4, grace=2.0)
     together(scheduler, requests_for(target.vocab_size, 4), 12)
     assert len(seen) > 4 and set(seen) == {threads.on_engine(threading.get_ident)}

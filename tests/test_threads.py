@@ -58,7 +58,8 @@ def test_a_served_request_computes_its_passes_on_the_engine_thread(sequences):
         for model in patched:
             extend, extend_batch = model.extend, model.extend_batch
             model.extend = lambda tokens, keep=None, f=extend: (seen.append(threading.get_ident()), f(tokens, keep))[1]
-            model.extend_batch = lambda parts, f=extend_batch: (seen.append(threading.get_ident()), f(parts))[1]
+            model.extend_batch = lambda parts, prompt_rows=None, f=extend_batch: (
+                seen.append(threading.get_ident()), f(parts, prompt_rows))[1]
         try:
             answer = client.post("/v1/completions", json={"prompt": "the cat", "max_tokens": 12, "gamma": 2})
         finally:

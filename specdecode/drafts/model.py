@@ -65,14 +65,15 @@ class ModelDraft(Draft):
         self.start, self.cached, self._synced = start, [], 0
 
     def _feed(self, tokens: list[int]) -> torch.Tensor:
-        """Append tokens to the cache -> the logits row after the last of them, [V] padded to self.vocab_size.
+        """Append tokens to the cache -> the logits row after the last of them, [V] padded to self.vocab_size. Fed
+        to an empty cache, they are the view's start: a prompt (`CausalLM.prefill`).
 
         A target id the draft model lacks is fed as id 0: only the proposal gets worse, never the output.
         """
         ids = torch.tensor(tokens, dtype=torch.int64)
         if self.vocab_size > self.model.vocab_size:
             ids = torch.where(ids < self.model.vocab_size, ids, 0)
-        logits = self.model.extend(ids, keep=1)[-1]
+        logits = (self.model.extend if self.cached else self.model.prefill)(ids, keep=1)[-1]
         self.cached.extend(tokens)
         pad = self.vocab_size - logits.shape[-1]
         return torch.nn.functional.pad(logits, (0, pad), value=-torch.inf) if pad else logits

@@ -33,6 +33,7 @@ class CausalLM(Protocol):
     feature_layers: tuple[int, ...] = ()  # layers whose incoming residual stream each pass keeps (a feature draft's)
     features: torch.Tensor | None = None  # [k, F]: those of the last pass's k tokens, when feature_layers is set
     sequences: bool = False  # whether `sequence` gives more sequences, each with a cache of its own
+    prompt_chunk: int | None = None  # a prompt path's pieces end at cells that are multiples of this (`prefill`)
 
     @property
     def weight_bytes(self) -> int:
@@ -65,6 +66,12 @@ class CausalLM(Protocol):
         """Keep only the first `length` cached tokens (0 <= length <= self.length)."""
         ...
 
+    def prefill(self, tokens: torch.Tensor, keep: int | None = 1) -> torch.Tensor:
+        """`extend` by a prompt (or a chunk of one): its rows before the last `keep` are prompt rows, context whose
+        logits nobody reads, which an engine may compute on a path of its own (`NativeLlama.add_prompt_path`): a
+        row's path follows its role, never the pass it is in. This default: `extend`."""
+        return self.extend(tokens, keep)
+
     def sequence(self, index: int) -> CausalLM:
         """Sequence `index` of this model (0: itself): a view with a cache of its own on the same weights, when
         `sequences` is set. Engines that keep one cache have only sequence 0."""
@@ -72,8 +79,16 @@ class CausalLM(Protocol):
             raise ValueError(f"{self.name} keeps one cache: it serves one sequence at a time")
         return self
 
-    def extend_batch(self, parts: list[tuple[CausalLM, torch.Tensor, int | None]]) -> list[torch.Tensor]:
+    def extend_batch(self, parts: list[tuple[CausalLM, torch.Tensor, int | None]],
+                     prompt_rows: Sequence[int] | None = None) -> list[torch.Tensor]:
         """Extend several of this model's sequences: parts [(sequence, tokens [k], keep)] -> logits per part, as
-        each sequence's `extend` gives them. An engine that can runs them in one pass; this default runs each in
-        turn."""
+        each sequence's `extend` gives them. prompt_rows: per part, how many of its leading rows are prompt rows (as
+        `prefill` marks them; None: none), for an engine with a prompt path. An engine that can runs the parts in
+        one pass; this default runs each in turn, and has no prompt path."""
         return [sequence.extend(tokens, keep) for sequence, tokens, keep in parts]
+
+
+def context_rows(tokens: torch.Tensor, keep: int | None) -> int:
+    """The prompt rows of `CausalLM.prefill(tokens, keep)`: those before the last `keep` (keep 0 / None: none)."""
+    k = tokens.numel()
+    return k - min(keep or k, k)

@@ -86,6 +86,14 @@ def best_format(cpu: Capability) -> str:
     return "bf16-onednn" if cpu.bf16_matmul else "int8"
 
 
+def prompt_format(fmt: str, cpu: Capability) -> str | None:
+    """The weight format of a prompt path (`NativeLlama.add_prompt_path`) for a model in fmt, or None for none:
+    bf16-onednn for int4-dot8 where the CPU has AMX-BF16, whose tiles take a bf16 product's inputs whole where
+    int4-dot8 scales each group of 32 apart (on an AMX Xeon, 2.6 ms a prompt row at 32 rows against ~8:
+    docs/bench/dot8-xeon-probes). Elsewhere no second path has been measured to pay for its copy of the weights."""
+    return "bf16-onednn" if fmt == "int4-dot8" and cpu.amx_bf16 else None
+
+
 def format_for(dtype: str, cpu: Capability) -> str:
     """The weight format a user's dtype asks for: auto -> `best_format`; bfloat16 -> bf16-onednn where the CPU has
     native bf16 matmuls, else bf16; float32 -> fp32; int8 -> int8."""
@@ -193,6 +201,38 @@ class Linear:
             y = torch._weight_int4pack_mm_for_cpu(x, self.weight, GROUP, self.scale)
             return y + self.bias if self.bias is not None else y
         return F.linear(x, self.weight, self.bias)
+
+
+class Twin:
+    """A second copy of an int4-dot8 matrix for a prompt path (`NativeLlama.add_prompt_path`): the same weights
+    (`Packed.dense` in float32, rounded to the twin's format) in a format whose products cost less a row over many
+    rows, such as bf16-onednn on AMX-BF16, where int4-dot8 scales every group of 32 inputs apart. Float32 in and
+    out, the bias added in float32 after the product (Qwen2's key biases keep their bits), as the int4-dot8 path
+    does. One product over all the rows it is given, however many: oneDNN's kernels, and so a row's bits, change
+    with the row count (at 33 rows, and beyond in ways that differ by shape), so the caller fixes which rows go
+    together (`NativeLlama`: pieces of a prompt fixed by their positions)."""
+
+    def __init__(self, linear: Linear, fmt: str):
+        if linear.format != "int4-dot8":
+            raise ValueError(f"a prompt path twins int4-dot8 matrices, not {linear.format}")
+        self.linear = Linear(torch.cat([part.dense(torch.float32) for part in linear.parts]), None, fmt)
+        self.format, self.out_features, self.bias = fmt, linear.out_features, linear.bias
+
+    @property
+    def nbytes(self) -> int:
+        return self.linear.nbytes
+
+    def dot8_parts(self) -> None:
+        return None  # (a layer of twins runs llama.py's steps, not layer.cpp)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """x [M, K] -> [M, N] float32."""
+        if self.format == "bf16-onednn":  # (Linear's own call cuts the rows into slices of ONEDNN_ROWS)
+            y = torch.ops.mkldnn._linear_pointwise(x.to(torch.bfloat16), self.linear.weight, None, "none", [], "")
+        else:
+            y = self.linear(x)
+        y = y.float()
+        return y + self.bias if self.bias is not None else y
 
 
 def quantize_int4(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from .kernels import ISAS
-from .linear import Linear
+from .linear import Linear, Twin
 
 SUPPORTED = ("llama", "qwen2", "mistral")
 
@@ -158,6 +158,12 @@ class LlamaLayer:
             gate_up=Linear(torch.cat([w("mlp.gate_proj.weight"), w("mlp.up_proj.weight")]), None, fmt),
             down=Linear(w("mlp.down_proj.weight"), None, fmt, precise_inputs=True),
         )
+
+    def twin(self, fmt: str) -> LlamaLayer:
+        """This layer over its matrices' `Twin`s in weight format fmt (a prompt path's layer): the steps below in
+        float32, the twins' products in fmt."""
+        return LlamaLayer(self.attn_norm, Twin(self.qkv, fmt), Twin(self.o, fmt), self.mlp_norm,
+                          Twin(self.gate_up, fmt), Twin(self.down, fmt))
 
     @property
     def nbytes(self) -> int:

@@ -15,6 +15,17 @@ rows (the last token repeated at its own position); for the formats whose produc
 (`linear.INVARIANT_PRODUCTS`: int4) only attention computes the extra query rows, and the products, where the time
 goes, compute k. Attention always spans whole blocks of KEY_BLOCK keys.
 
+A prompt path (`add_prompt_path`: load.py gives the server's and the benches' GGUF models one where the CPU has
+AMX-BF16): the rows of a prompt that no logits are wanted for (`prefill`) go through twins of the layers in bf16
+(`LlamaLayer.twin`), every other row through the int4-dot8 layers; on a 2-core AMX Xeon a 128-row prefill of the
+1.5B costs 0.40 s against 1.1 (docs/bench/prompt-path). A row's path is its role's (prompt or not), whatever else
+shares its pass. oneDNN's bf16 rows are not invariant to the row count past 32, and cut into 32-row products they
+cost twice as much (the weights are read again for each), so the prompt rows run in pieces fixed by their positions
+(cells PROMPT_CHUNK j .. PROMPT_CHUNK (j + 1) - 1, and the prompt's own ends): each piece one product per matrix,
+one pass of the twins per piece. A prompt is then computed alike whole, in the server's chunks (cut at the same
+cells: `prompt_chunk`) or beside others; a cache cell remembers which path wrote it, and is reused only for a row
+of the same role, and prompt cells only in whole pieces.
+
 Several sequences at once (the server's batches): `sequence(i)` is a view with a KV cache of its own, and
 `extend_batch` runs several sequences' new tokens in one pass, their rows one after another (`llama.Segment`): the
 products read each weight once for all of them, attention reads each sequence's own cache. Each row is bitwise what
@@ -23,19 +34,23 @@ its sequence's own pass gives it, on the same terms as above.
 
 from __future__ import annotations
 
+import itertools
 import json
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from safetensors import safe_open
+from tqdm import tqdm
 
 from ..cpu import capability
-from .base import CausalLM
+from .base import CausalLM, context_rows
 from .linear import (
     BATCH_INVARIANT_ROWS,
     FLOAT32_FORMATS,
+    FORMATS,
     INVARIANT_PRODUCTS,
     Linear,
     activation_dtype,
@@ -56,6 +71,7 @@ from .llama import (
 __all__ = ["KEY_BLOCK", "LlamaShape", "NativeLlama", "NativeSequence", "UnsupportedModel", "load_native"]
 
 KEY_BLOCK = 512  # keys per block of torch's CPU flash attention (kvSplitSize) once there are >= 512 keys
+PROMPT_CHUNK = 128  # prompt rows run by the prompt path in pieces of cells PROMPT_CHUNK j .. (see the docstring)
 
 
 def query_block(rows: int) -> int:
@@ -127,7 +143,27 @@ class NativeLlama(CausalLM):
         self.key_positions = torch.arange(self.max_length)
         self._caches = [self._new_cache()]  # one per sequence; sequence 0 is this object's own
         self.reused_tokens = 0  # prompt tokens not computed again: their cells held them already (`_reusable`)
+        self.prompt_layers: list[LlamaLayer] | None = None  # the prompt path's (`add_prompt_path`)
+        self.prompt_format: str | None = None
         self._sequences: dict[int, NativeSequence] = {}
+
+    def add_prompt_path(self, fmt: str = "bf16-onednn", progress: str | None = None) -> None:
+        """Compute prompt rows (`prefill`'s context rows) through twins of the layers in weight format fmt
+        (`LlamaLayer.twin`: the same weights, dequantised and rounded to fmt; float32 between the products, keys and
+        values in this cache). For int4-dot8 models; fmt must be batch invariant (bf16-onednn, int8). Costs fmt's
+        copy of the layers' weights in memory (2.6 GB for a 1.5B in bf16). progress: a progress bar's label."""
+        if self.format != "int4-dot8":
+            raise ValueError(f"a prompt path twins int4-dot8 layers, not {self.format}")
+        if fmt not in FORMATS or fmt not in BATCH_INVARIANT_ROWS:
+            raise ValueError(f"a prompt path needs a batch-invariant weight format, not {fmt!r}")
+        check_format(fmt, capability())
+        self.prompt_layers = [layer.twin(fmt) for layer in tqdm(
+            self.layers, desc=progress, unit="layer", file=sys.stderr, leave=False, disable=progress is None)]
+        self.prompt_format = fmt
+
+    @property
+    def prompt_chunk(self) -> int | None:
+        return PROMPT_CHUNK if self.prompt_layers is not None else None
 
     def _new_cache(self) -> Cache:
         s = self.shape
@@ -186,37 +222,44 @@ class NativeLlama(CausalLM):
     def extend(self, tokens: torch.Tensor, keep: int | None = None) -> torch.Tensor:
         return self.extend_batch([(self, tokens, keep)])[0]
 
+    def prefill(self, tokens: torch.Tensor, keep: int | None = 1) -> torch.Tensor:
+        return self.extend_batch([(self, tokens, keep)], [context_rows(tokens, keep)])[0]
+
     @torch.inference_mode()
-    def extend_batch(self, parts: list[tuple[CausalLM, torch.Tensor, int | None]]) -> list[torch.Tensor]:
+    def extend_batch(self, parts: list[tuple[CausalLM, torch.Tensor, int | None]],
+                     prompt_rows: Sequence[int] | None = None) -> list[torch.Tensor]:
         """One forward pass over several sequences' new tokens: parts [(sequence, tokens [k], keep)], each sequence
         this model or one of its `sequence` views, at most once -> logits [min(keep or k, k), V] per part.
+        prompt_rows: per part, how many of its leading rows are prompt rows (`CausalLM.extend_batch`).
 
         The products run over every part's rows at once and attention over each sequence's own cache, so each row
         is bitwise what the sequence's own pass gives it (on a batch-invariant format): whoever else is served
-        beside a request never changes its output."""
-        plans, first = [], 0
-        for sequence, tokens, keep in parts:
-            plan = self._plan(sequence, tokens.view(-1), keep, first)
+        beside a request never changes its output. With a prompt path, every part's prompt rows go through it
+        first, then the other rows: a sequence's prompt rows come before its others, so every row finds the keys
+        and values it attends written."""
+        plans = []
+        for (sequence, tokens, keep), prompt in zip(parts, prompt_rows or [0] * len(parts), strict=True):
+            plan = self._plan(sequence, tokens.view(-1), keep, prompt)
             if any(p.cache is plan.cache for p in plans):
                 raise ValueError("a sequence appears twice in one batched pass")
             plans.append(plan)
-            first += plan.count
-        tokens = torch.cat([p.tokens for p in plans])  # [T]: every part's rows, one after another
-        positions = torch.cat([p.positions for p in plans])
-        x = self.embed[tokens][None]  # [1, T, D]
-        cos, sin = self.cos[positions][None], self.sin[positions][None]  # [1, T, hd]
-        x, features = run_layers(self.layers, x, lambda i, layer, x: layer(x, self.shape, cos, sin, [
-            Segment(p.first, p.count, p.cache.k[i], p.cache.v[i], p.start, p.k, p.span, p.mask)
-            for p in plans]), self.feature_layers)
+        early = [[self._forward(self.prompt_layers, [(p, lo, hi)]) for lo, hi in self._pieces(p)] for p in plans]
+        rest, rest_features = self._forward(self.layers, [(p, p.prompt, p.count) for p in plans])
+        x, features = [], []  # each plan's rows [count, D] and features [count, F] (or None)
+        for pieces, tail, tail_features in zip(early, rest, rest_features, strict=True):
+            x.append(torch.cat([*(xs[0] for xs, _ in pieces), tail]))
+            parts = [fs[0] for _, fs in pieces if fs[0] is not None] + [f for f in [tail_features] if f is not None]
+            features.append(torch.cat(parts) if parts else None)
         rows = []  # each part's rows whose logits are wanted (padded where the products are not row-stable)
-        for p in plans:
+        for p, hidden, feature in zip(plans, x, features, strict=True):
             self.reused_tokens += p.start - p.cache.length
             p.cache.length = p.start + p.k
-            del p.cache.ids[p.start:]
+            del p.cache.ids[p.start:], p.cache.paths[p.start:]
             p.cache.ids += p.tokens[: p.k].tolist()
-            if features is not None:
-                p.sequence.features = features[0, p.first: p.first + p.k]  # [k, F]
-            wanted = x[0, p.first + p.k - p.out: p.first + p.k]  # [out, D]
+            p.cache.paths += [True] * p.prompt + [False] * (p.k - p.prompt)
+            if feature is not None:
+                p.sequence.features = feature[: p.k]  # [k, F]
+            wanted = hidden[p.k - p.out: p.k]  # [out, D]
             if self.format not in INVARIANT_PRODUCTS and self._rows(p.out) > p.out:
                 wanted = _pad(wanted, self._rows(p.out))
             rows.append(wanted)
@@ -230,7 +273,34 @@ class NativeLlama(CausalLM):
             first += wanted.shape[0]
         return out
 
-    def _plan(self, sequence: CausalLM, tokens: torch.Tensor, keep: int | None, first: int) -> Plan:
+    def _forward(self, layers: list[LlamaLayer], pieces: list[tuple[Plan, int, int]]
+                 ) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+        """One pass through `layers` of rows lo..hi of each plan's (its tokens[lo:hi], one plan after another) -> per
+        plan x [hi - lo, D] and, with `feature_layers`, features [hi - lo, F] (else None)."""
+        if not any(hi > lo for _, lo, hi in pieces):
+            return [self.embed[:0]] * len(pieces), [None] * len(pieces)
+        tokens = torch.cat([p.tokens[lo:hi] for p, lo, hi in pieces])  # [T]
+        positions = torch.cat([p.positions[lo:hi] for p, lo, hi in pieces])
+        firsts = [0]
+        for _, lo, hi in pieces:
+            firsts.append(firsts[-1] + hi - lo)
+        x = self.embed[tokens][None]  # [1, T, D]
+        cos, sin = self.cos[positions][None], self.sin[positions][None]  # [1, T, hd]
+        masks = [p.mask if (lo, hi) == (0, p.count) else KeyPositions(p.positions[lo:hi]) for p, lo, hi in pieces]
+        x, features = run_layers(layers, x, lambda i, layer, x: layer(x, self.shape, cos, sin, [
+            Segment(first, hi - lo, p.cache.k[i], p.cache.v[i], p.start + lo, min(hi, p.k) - lo, p.span, mask)
+            for (p, lo, hi), first, mask in zip(pieces, firsts, masks, strict=False) if hi > lo]), self.feature_layers)
+        rows = [slice(a, b) for a, b in itertools.pairwise(firsts)]
+        return [x[0, r] for r in rows], [None if features is None else features[0, r] for r in rows]
+
+    @staticmethod
+    def _pieces(plan: Plan) -> list[tuple[int, int]]:
+        """A plan's prompt rows (0 .. prompt) as the prompt path runs them: cut where a cell is a multiple of
+        PROMPT_CHUNK -> [(lo, hi)] rows."""
+        cuts = [0, *range(-plan.start % PROMPT_CHUNK or PROMPT_CHUNK, plan.prompt, PROMPT_CHUNK), plan.prompt]
+        return [(lo, hi) for lo, hi in itertools.pairwise(cuts) if hi > lo]
+
+    def _plan(self, sequence: CausalLM, tokens: torch.Tensor, keep: int | None, prompt: int) -> Plan:
         """Where one sequence's tokens go in a batched pass, and what its rows attend."""
         if sequence is self:
             cache = self._caches[0]
@@ -242,8 +312,9 @@ class NativeLlama(CausalLM):
         if k < 1:
             raise ValueError("a batched pass needs at least one token per sequence")
         out = min(keep or k, k)
-        skip = self._reusable(cache, tokens[: k - out].tolist(), cache.length)
-        tokens, k = tokens[skip:], k - skip
+        prompt = min(prompt, k) if self.prompt_layers is not None else 0
+        skip = self._reusable(cache, tokens[: k - out].tolist(), cache.length, prompt)
+        tokens, k, prompt = tokens[skip:], k - skip, max(0, prompt - skip)
         start, end = cache.length + skip, cache.length + skip + k
         if end > self.max_length:
             raise ValueError(f"the context window ({self.max_length} tokens) is full")
@@ -261,38 +332,47 @@ class NativeLlama(CausalLM):
             # One additive causal mask per sequence, shared by every layer: [rows, span], 0 = may attend, -inf not.
             mask = torch.zeros(rows, span, dtype=self.residual_dtype).masked_fill_(
                 self.key_positions[:span] > _pad(positions[:k], rows)[:, None], -torch.inf)
-        return Plan(sequence, cache, tokens, positions, start, first, count, k, out, span, mask)
+        return Plan(sequence, cache, tokens, positions, start, count, k, out, span, mask, prompt)
 
-    def _reusable(self, cache: Cache, tokens: list[int], start: int) -> int:
-        """How many of these leading tokens (whose logits are not wanted), fed from cell `start`, the cells there
-        already hold (`Cache.ids`: the stale tail too, as a prompt sharing its start with the last one finds it):
-        where a row never depends on the pass it is in (int4-dot8 always, the padded formats when batch invariant),
-        their cells are bitwise what a pass would write. Not with features wanted, which the skipped rows would
-        lack."""
+    def _reusable(self, cache: Cache, tokens: list[int], start: int, prompt: int) -> int:
+        """How many of these leading tokens (whose logits are not wanted; the first `prompt` of them prompt rows),
+        fed from cell `start`, the cells there already hold (`Cache.ids`: the stale tail too, as a prompt sharing
+        its start with the last one finds it), written by the same path (`Cache.paths`): where a row never depends
+        on the pass it is in (int4-dot8 always, the padded formats when batch invariant), their cells are bitwise
+        what a pass would write. Not with features wanted, which the skipped rows would lack."""
         stable = self.kernel_attention or self.batch_invariant and self.format in BATCH_INVARIANT_ROWS
         if not stable or self.feature_layers:
             return 0
         skip = 0
-        for new, held in zip(tokens, cache.ids[start:], strict=False):
-            if new != held:
+        for new, held, path in zip(tokens, cache.ids[start:], cache.paths[start:], strict=False):
+            if new != held or path != (skip < prompt):
                 break
             skip += 1
+        if skip < prompt:  # prompt cells in whole pieces only: the rest of a piece is computed with its start
+            skip = max(0, (start + skip) // PROMPT_CHUNK * PROMPT_CHUNK - start)
         return skip
 
+    def _prefilled(self, cache: Cache, prompt: Sequence[int]) -> int:
+        """`CausalLM.cached` for one of this model's caches."""
+        context = list(prompt[:-1])
+        return self._reusable(cache, context, 0, len(context) if self.prompt_layers is not None else 0)
+
     def cached(self, prompt: Sequence[int]) -> int:
-        return self._reusable(self._caches[0], list(prompt[:-1]), 0)
+        return self._prefilled(self._caches[0], prompt)
 
 
 @dataclass
 class Cache:
     """One sequence's keys and values, [layers, 1, KV, max_length, hd] each, and how many tokens it holds. Rolling
     back is moving `length`: the stale tail stays, and no mask ever lets a row see it. `ids`: the tokens whose keys
-    and values the cells hold, from cell 0, the stale tail included (what `NativeLlama._reusable` reads)."""
+    and values the cells hold, from cell 0, the stale tail included, and `paths`: whether the prompt path wrote each
+    (what `NativeLlama._reusable` reads)."""
 
     k: torch.Tensor
     v: torch.Tensor
     length: int = 0
     ids: list[int] = field(default_factory=list)
+    paths: list[bool] = field(default_factory=list)
 
     def rollback(self, length: int) -> None:
         if not 0 <= length <= self.length:
@@ -303,24 +383,25 @@ class Cache:
         """Empty, the stale tail forgotten: nothing is reused after this."""
         self.length = 0
         self.ids.clear()
+        self.paths.clear()
 
 
 @dataclass
 class Plan:
-    """One sequence's part of a batched pass: `count` rows from row `first` (its k tokens, then its last one
-    repeated where the products need more rows), `out` of which return logits."""
+    """One sequence's part of a batched pass: `count` rows (its k tokens, then its last one repeated where the
+    products need more rows), `out` of which return logits, the first `prompt` on the prompt path."""
 
     sequence: CausalLM
     cache: Cache
     tokens: torch.Tensor  # [count]
     positions: torch.Tensor  # [count]
     start: int  # the cache cell of its first token
-    first: int
     count: int
     k: int
     out: int
     span: int
     mask: torch.Tensor | KeyPositions
+    prompt: int = 0
 
 
 class NativeSequence(CausalLM):
@@ -347,16 +428,20 @@ class NativeSequence(CausalLM):
         self.model._caches[self.index].clear()
 
     def cached(self, prompt: Sequence[int]) -> int:
-        return self.model._reusable(self.model._caches[self.index], list(prompt[:-1]), 0)
+        return self.model._prefilled(self.model._caches[self.index], prompt)
 
     def extend(self, tokens: torch.Tensor, keep: int | None = None) -> torch.Tensor:
         return self.model.extend_batch([(self, tokens, keep)])[0]
 
+    def prefill(self, tokens: torch.Tensor, keep: int | None = 1) -> torch.Tensor:
+        return self.model.extend_batch([(self, tokens, keep)], [context_rows(tokens, keep)])[0]
+
     def sequence(self, index: int) -> CausalLM:
         return self.model.sequence(index)
 
-    def extend_batch(self, parts: list[tuple[CausalLM, torch.Tensor, int | None]]) -> list[torch.Tensor]:
-        return self.model.extend_batch(parts)
+    def extend_batch(self, parts: list[tuple[CausalLM, torch.Tensor, int | None]],
+                     prompt_rows: Sequence[int] | None = None) -> list[torch.Tensor]:
+        return self.model.extend_batch(parts, prompt_rows)
 
 
 def _pad(x: torch.Tensor, rows: int) -> torch.Tensor:

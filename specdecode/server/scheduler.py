@@ -50,7 +50,7 @@ import torch
 from ..adaptive import AdaptiveGamma, PassTimes
 from ..analysis import expected_tokens
 from ..drafts.base import Draft
-from ..models.base import CausalLM
+from ..models.base import CausalLM, context_rows
 from .threads import on_engine
 
 POLL_SECONDS = 0.005  # how often a request waiting its turn looks for it (every 20th time, for its client)
@@ -183,9 +183,10 @@ class Scheduler:
                 self._cond.notify_all()
 
     def submit(self, model: CausalLM, sequence: CausalLM, tokens: torch.Tensor, keep: int | None,
-               lease: Lease) -> torch.Tensor:
-        """sequence.extend(tokens, keep), run in the next pass of `model` with every other sequence waiting on it."""
-        item = _Pending(sequence, tokens, keep, lease)
+               lease: Lease, prompt: int = 0) -> torch.Tensor:
+        """sequence.extend(tokens, keep), its first `prompt` rows prompt rows (`CausalLM.prefill`), run in the next
+        pass of `model` with every other sequence waiting on it."""
+        item = _Pending(sequence, tokens, keep, lease, prompt)
         with self._cond:
             self._queues.setdefault(id(model), (model, []))[1].append(item)
             self._waiting += 1
@@ -222,7 +223,8 @@ class Scheduler:
         try:
             start = time.perf_counter()
             try:
-                results = on_engine(model.extend_batch, [(i.sequence, i.tokens, i.keep) for i in items])
+                results = on_engine(model.extend_batch, [(i.sequence, i.tokens, i.keep) for i in items],
+                                    [i.prompt for i in items])
                 for item, result in zip(items, results, strict=True):
                     item.result = result
             except Exception as error:  # a bad part must not fail the others: each alone says whose it was
@@ -231,7 +233,8 @@ class Scheduler:
                 else:
                     for item in items:
                         try:
-                            item.result = on_engine(model.extend_batch, [(item.sequence, item.tokens, item.keep)])[0]
+                            item.result = on_engine(model.extend_batch, [(item.sequence, item.tokens, item.keep)],
+                                                    [item.prompt])[0]
                         except Exception as alone:
                             item.error = alone
             seconds = time.perf_counter() - start
@@ -243,7 +246,8 @@ class Scheduler:
             self._cond.notify_all()
         rows = sum(item.tokens.numel() for item in items)
         if model is self.target:
-            self.target_times.observe(rows, seconds)
+            if not any(item.prompt for item in items):  # (prompt rows cost what their own path does)
+                self.target_times.observe(rows, seconds)
             record = {"rows": [[item.lease.id, item.tokens.numel()] for item in items], "ms": seconds * 1e3}
             self.passes.append(record)
             for item in items:
@@ -412,11 +416,22 @@ class Scheduled(CausalLM):
         sequences, a prompt's prefill goes in chunks of PREFILL_CHUNK rows, one per pass, beside their rows: one long
         pass would stall every other request for the whole prefill (rows are bitwise the same however a pass is made
         up, on the engines that batch)."""
-        scheduler, tokens = self.lease.scheduler, tokens.view(-1)
-        while keep and len(scheduler.leased) > 1 and len(tokens) - PREFILL_CHUNK >= keep:  # (keep 0 / None: all)
-            scheduler.submit(self.model, self._bound(), tokens[:PREFILL_CHUNK], 1, self.lease)
-            tokens = tokens[PREFILL_CHUNK:]
-        return scheduler.submit(self.model, self._bound(), tokens, keep, self.lease)
+        return self._chunked(tokens.view(-1), keep, prompt=False)
+
+    def prefill(self, tokens: torch.Tensor, keep: int | None = 1) -> torch.Tensor:
+        """As `extend`, its rows before the last `keep` prompt rows (`CausalLM.prefill`), chunks included."""
+        return self._chunked(tokens.view(-1), keep, prompt=True)
+
+    def _chunked(self, tokens: torch.Tensor, keep: int | None, prompt: bool) -> torch.Tensor:
+        """A prompt path's chunks end where its pieces do (`CausalLM.prompt_chunk`: at cells that are multiples of
+        it), so that a piece is never cut across passes."""
+        scheduler, chunk = self.lease.scheduler, prompt and self.model.prompt_chunk or PREFILL_CHUNK
+        size = chunk - self._bound().length % chunk
+        while keep and len(scheduler.leased) > 1 and len(tokens) - size >= keep:  # (keep 0 / None: all)
+            scheduler.submit(self.model, self._bound(), tokens[:size], 1, self.lease, size if prompt else 0)
+            tokens, size = tokens[size:], chunk
+        return scheduler.submit(self.model, self._bound(), tokens, keep, self.lease,
+                                context_rows(tokens, keep) if prompt else 0)
 
 
 @dataclass
@@ -425,6 +440,7 @@ class _Pending:
     tokens: torch.Tensor
     keep: int | None
     lease: Lease
+    prompt: int = 0  # leading rows that are prompt rows
     done: bool = False
     result: torch.Tensor | None = None
     error: BaseException | None = field(default=None)
