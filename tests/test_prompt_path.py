@@ -12,7 +12,7 @@ from specdecode import SamplingConfig, generate, generate_plain
 from specdecode.cpu import capability
 from specdecode.drafts.model import ModelDraft
 from specdecode.models.kernels import kernel_isa
-from specdecode.models.native import load_native
+from specdecode.models.native import PROMPT_LEAST, load_native
 from specdecode.server.scheduler import Scheduler
 
 pytestmark = pytest.mark.skipif(kernel_isa(capability()) is None, reason="int4-dot8 (the path twinned) needs AVX2")
@@ -73,6 +73,12 @@ def test_prompt_rows_go_through_the_twins_in_pieces_fixed_by_their_cells(twinned
     model.extend_batch([(model, prompt[:chunk - 5], 1)], [chunk - 5])
     model.prefill(prompt[chunk - 5:])
     assert seen == [chunk - 5, 5, chunk, 6]  # (a cut inside a piece: what the server's chunks never make)
+    seen.clear()
+    model.clear()
+    model.prefill(prompt[:PROMPT_LEAST])  # too few prompt rows for the path to pay: all on int4-dot8
+    model.clear()
+    model.prefill(prompt[:PROMPT_LEAST + 1])
+    assert seen == [PROMPT_LEAST]
 
 
 def test_cells_are_reused_only_by_rows_of_the_path_that_wrote_them(twinned):
@@ -104,7 +110,8 @@ def test_greedy_speculative_output_is_bitwise_plain_with_a_prompt_path(twinned, 
     draft = ModelDraft(load_native(smollm2_native.source, "int4-dot8"))
     tok = smollm2_native.tokenizer
     for text in ("Write a Python function that reverses a string.", "def fibonacci(n):"):
-        prompt = tok.encode(text)
+        prompt = tok.encode(f"{text} Explain each step. " * 6)  # (32 prompt rows or more: see PROMPT_LEAST)
+        assert model.prompt_rows(torch.tensor(prompt), 1) == len(prompt) - 1
         plain = generate_plain(model, prompt, max_new_tokens=16, sampling=SamplingConfig(0))
         spec = generate(model, draft, prompt, max_new_tokens=16, gamma=4, sampling=SamplingConfig(0))
         assert spec.new_tokens == plain.new_tokens

@@ -67,10 +67,15 @@ class CausalLM(Protocol):
         ...
 
     def prefill(self, tokens: torch.Tensor, keep: int | None = 1) -> torch.Tensor:
-        """`extend` by a prompt (or a chunk of one): its rows before the last `keep` are prompt rows, context whose
-        logits nobody reads, which an engine may compute on a path of its own (`NativeLlama.add_prompt_path`): a
-        row's path follows its role, never the pass it is in. This default: `extend`."""
+        """`extend` by a prompt: its first `prompt_rows(tokens, keep)` rows, context whose logits nobody reads, are
+        prompt rows, which an engine may compute on a path of its own (`NativeLlama.add_prompt_path`): a row's path
+        follows its role, never the pass it is in. This default: `extend`."""
         return self.extend(tokens, keep)
+
+    def prompt_rows(self, tokens: torch.Tensor, keep: int | None) -> int:
+        """How many of `prefill(tokens, keep)`'s rows are prompt rows: 0, or those before the last `keep` where the
+        engine has a prompt path that pays for that many."""
+        return 0
 
     def sequence(self, index: int) -> CausalLM:
         """Sequence `index` of this model (0: itself): a view with a cache of its own on the same weights, when
@@ -87,8 +92,3 @@ class CausalLM(Protocol):
         one pass; this default runs each in turn, and has no prompt path."""
         return [sequence.extend(tokens, keep) for sequence, tokens, keep in parts]
 
-
-def context_rows(tokens: torch.Tensor, keep: int | None) -> int:
-    """The prompt rows of `CausalLM.prefill(tokens, keep)`: those before the last `keep` (keep 0 / None: none)."""
-    k = tokens.numel()
-    return k - min(keep or k, k)

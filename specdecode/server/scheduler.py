@@ -50,7 +50,7 @@ import torch
 from ..adaptive import AdaptiveGamma, PassTimes
 from ..analysis import expected_tokens
 from ..drafts.base import Draft
-from ..models.base import CausalLM, context_rows
+from ..models.base import CausalLM
 from .threads import on_engine
 
 POLL_SECONDS = 0.005  # how often a request waiting its turn looks for it (every 20th time, for its client)
@@ -418,6 +418,9 @@ class Scheduled(CausalLM):
         up, on the engines that batch)."""
         return self._chunked(tokens.view(-1), keep, prompt=False)
 
+    def prompt_rows(self, tokens: torch.Tensor, keep: int | None) -> int:
+        return self.model.prompt_rows(tokens, keep)
+
     def prefill(self, tokens: torch.Tensor, keep: int | None = 1) -> torch.Tensor:
         """As `extend`, its rows before the last `keep` prompt rows (`CausalLM.prefill`), chunks included."""
         return self._chunked(tokens.view(-1), keep, prompt=True)
@@ -425,13 +428,14 @@ class Scheduled(CausalLM):
     def _chunked(self, tokens: torch.Tensor, keep: int | None, prompt: bool) -> torch.Tensor:
         """A prompt path's chunks end where its pieces do (`CausalLM.prompt_chunk`: at cells that are multiples of
         it), so that a piece is never cut across passes."""
+        prompt = prompt and self.model.prompt_rows(tokens, keep) > 0  # (decided for the whole prompt)
         scheduler, chunk = self.lease.scheduler, prompt and self.model.prompt_chunk or PREFILL_CHUNK
         size = chunk - self._bound().length % chunk
         while keep and len(scheduler.leased) > 1 and len(tokens) - size >= keep:  # (keep 0 / None: all)
             scheduler.submit(self.model, self._bound(), tokens[:size], 1, self.lease, size if prompt else 0)
             tokens, size = tokens[size:], chunk
-        return scheduler.submit(self.model, self._bound(), tokens, keep, self.lease,
-                                context_rows(tokens, keep) if prompt else 0)
+        rest = len(tokens) - min(keep or len(tokens), len(tokens))
+        return scheduler.submit(self.model, self._bound(), tokens, keep, self.lease, rest if prompt else 0)
 
 
 @dataclass
