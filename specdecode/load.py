@@ -42,7 +42,7 @@ from .models.default import DEFAULT_TARGET, cache_dir, default_model_dir, gguf_p
 from .models.download import NAMED, NamedGGUF, gguf_file, is_named
 from .models.eagle import is_eagle, load_eagle
 from .models.hf import HFCausalLM, load_hf_gguf, load_hf_model, parse_dtype
-from .models.linear import format_for
+from .models.linear import format_for, prompt_format
 from .models.native import NativeLlama, UnsupportedModel, load_native
 from .tokenizer import TextTokenizer, Tokenizer, check_compatible
 from .toy import ToyTokenizer, bigram_pair
@@ -327,6 +327,29 @@ def load_gguf_native(path: Path, dtype: str, name: str, for_draft: bool = False)
     parts = converted.read(path, fmt, progress=f"loading {name} ({fmt})", keep_finer=not for_draft)
     return NativeLlama.from_parts(weight_format=fmt, name=name, max_length=MAX_GGUF_CONTEXT,
                                   batch_invariant=not for_draft, **parts)
+
+
+def add_prompt_paths(target: Target, draft: Draft | None, long_lived: bool) -> list[str]:
+    """Give the target's and the draft's native int4-dot8 models a prompt path (`NativeLlama.add_prompt_path`) in
+    the format `linear.prompt_format` picks for this CPU, where it picks one -> the names of the models given one.
+    Its build (every matrix dequantised again: ~8 s for the 1.5B on a 2-core Xeon, and its bf16 copy's 2.6 GB)
+    pays back over many prompts, not over one: SPECDECODE_PROMPT_PATH=auto (the default) builds it for long-lived
+    processes (the server, the benches) and not for one-shot commands; on and off force it."""
+    setting = os.environ.get("SPECDECODE_PROMPT_PATH", "auto").strip().lower() or "auto"
+    _check_choice(setting, ("auto", "on", "off"), "SPECDECODE_PROMPT_PATH setting")
+    if setting == "off" or setting == "auto" and not long_lived:
+        return []
+    models = [target.model]
+    while draft is not None:  # (a hybrid draft's fallback, a model draft's model)
+        models += [draft.model] if isinstance(draft, ModelDraft) else []
+        draft = getattr(draft, "fallback", None)
+    given = []
+    for model in models:
+        fmt = prompt_format(model.format, capability()) if isinstance(model, NativeLlama) else None
+        if fmt is not None and model.prompt_layers is None:
+            model.add_prompt_path(fmt, progress=f"{model.name}: prompt path ({fmt})")
+            given.append(model.name)
+    return given
 
 
 def _named_target(name: str, dtype: str, engine: str) -> Target:

@@ -7,7 +7,8 @@ The first position (the distribution after a lone first token, `<|im_start|>` fo
 is degenerate (one key to attend to) and differed by ~6 nats between two faithful readings of the same file, more
 than all other positions together. Used for the native engine's int4 reading of a GGUF file against llama.cpp,
 and for both against the file's float32 reading (its blocks dequantised, float activations): how far each engine's
-rounding of the activations takes it from the model the file holds.
+rounding of the activations takes it from the model the file holds; and for the native engine's prompt path
+(`PromptPath`), which computes a prompt's rows on other kernels.
 """
 
 from __future__ import annotations
@@ -16,6 +17,28 @@ import torch
 from tqdm import tqdm
 
 from ..models.base import CausalLM
+
+
+class PromptPath(CausalLM):
+    """A native model's prompt path (`NativeLlama.add_prompt_path`) read as a model of its own: every row of a pass
+    computed as a prompt row, logits included."""
+
+    def __init__(self, model):
+        self.model, self.name, self.vocab_size, self.max_length = model, f"{model.name} prompt path", \
+            model.vocab_size, model.max_length
+
+    @property
+    def length(self) -> int:
+        return self.model.length
+
+    def extend(self, tokens: torch.Tensor, keep: int | None = None) -> torch.Tensor:
+        return self.model.extend_batch([(self.model, tokens, keep)], [tokens.numel()])[0]
+
+    def rollback(self, length: int) -> None:
+        self.model.rollback(length)
+
+    def clear(self) -> None:
+        self.model.clear()
 
 
 def agreements(models: dict[str, CausalLM], pairs: list[tuple[str, str]], texts: list[list[int]],

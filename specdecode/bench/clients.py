@@ -306,11 +306,12 @@ class InProcess:
 
     def __init__(self, target: str, draft: str | None, threads: int):
         from ..adaptive import AdaptiveGamma
-        from ..load import default_draft, load_draft, load_target
+        from ..load import add_prompt_paths, default_draft, load_draft, load_target
 
         self.threads = threads
         self.target = load_target(target)
         self.draft = load_draft(draft or default_draft(self.target), self.target)
+        add_prompt_paths(self.target, self.draft, long_lived=True)
         self.draft_name = self.draft.name if self.draft is not None else "none"
         self.schedule = AdaptiveGamma.for_target(self.target.model)
 

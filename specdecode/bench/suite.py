@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from ..cpu import capability
-from ..load import Target, load_draft, load_target, resolve_checkpoint, target_engine
+from ..load import Target, add_prompt_paths, load_draft, load_target, resolve_checkpoint, target_engine
 from ..models.costs import pass_times, read_bandwidth
 from ..models.download import gguf_file, is_named
 from ..models.hf import HFCausalLM, load_hf_model, parse_dtype
@@ -151,6 +151,7 @@ def build_methods(specs: list[str], target_for) -> list[Method]:
             methods.append(_llama_server(spec, gguf_of(target_for)))
         else:  # spec
             draft = load_draft(spec.arg, target, target.dtype)
+            add_prompt_paths(target, draft, long_lived=True)
             methods.append(ours(f"ours {draft_label(draft.name)} gamma {spec.gamma} ({target.engine})", target.model,
                                 draft, spec.gamma, stops, target.engine))
     return methods

@@ -13,10 +13,10 @@ from rich.table import Table
 
 from ..bench import clients, native_steps
 from ..bench import report as reports
-from ..bench.accuracy import agreements
+from ..bench.accuracy import PromptPath, agreements
 from ..bench.suite import Plan, default_plan, machine_info, quick_plans, run_plan
 from ..cpu import capability
-from ..load import SHIPPED_DRAFT, SHIPPED_EAGLE, SHIPPED_NGRAM, load_target, resolve_checkpoint
+from ..load import SHIPPED_DRAFT, SHIPPED_EAGLE, SHIPPED_NGRAM, add_prompt_paths, load_target, resolve_checkpoint
 from ..models.default import DEFAULT_TARGET
 from ..models.eagle import is_eagle
 from ..prompts import load_prompts
@@ -189,12 +189,17 @@ def _accuracy(args: argparse.Namespace, command: str) -> int:
     models = {"ours": target.model, "llama.cpp": reference.model}
     if target.gguf is not None:  # the file's own model: its blocks dequantised to float32, float activations
         models["float32"] = load_target(args.target, dtype="float32", engine="native").model
-    pairs = [("ours", "llama.cpp")] + [(name, "float32") for name in ("ours", "llama.cpp") if "float32" in models]
+    if add_prompt_paths(target, None, long_lived=True):  # (where this CPU gives the native engine one)
+        models["prompt path"] = PromptPath(target.model)
+    pairs = [(name, "llama.cpp") for name in ("ours", "prompt path") if name in models]
+    if "float32" in models:
+        pairs += [(name, "float32") for name in ("ours", "prompt path", "llama.cpp") if name in models]
     texts = [target.tokenizer.encode(p.prompt) for p in load_prompts("test")]
     results = agreements(models, pairs, texts)
     first = results[pairs[0]]
     names = {"ours": f"ours ({target.engine}, {target.precision})", "llama.cpp": "llama.cpp",
-             "float32": "the file's float32 reading"}
+             "float32": "the file's float32 reading",
+             "prompt path": f"ours, prompt rows ({getattr(target.model, 'prompt_format', None)} prompt path)"}
     lines = [f"# Accuracy: {target.name} on {target.engine} ({target.precision}) against llama.cpp", "",
              f"Command: `{command}`; {capability().summary}; {torch.get_num_threads()} threads. Teacher-forced over "
              f"the {first['texts']} held-out prompts, chat-templated: {first['positions']} positions (each "

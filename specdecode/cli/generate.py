@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from ..cpu import torch_threads
 from ..engine import Generation, GenerationStats
-from ..load import Target, default_draft, load_draft, load_target
+from ..load import Target, add_prompt_paths, default_draft, load_draft, load_target
 from ..models.llama_cpp import LlamaCppLM
 from ..sampling import SamplingConfig
 from .console import make_console
@@ -79,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
 def _generate(args: argparse.Namespace, target: Target, sampling: SamplingConfig) -> int:
     draft_spec = args.draft or default_draft(target)
     draft = load_draft(draft_spec, target, args.dtype, args.lookup_ngram)
+    add_prompt_paths(target, draft, long_lived=False)  # (SPECDECODE_PROMPT_PATH=on: built for one prompt too)
     draft_name = draft.name if draft is not None else "none"
     prompt_ids = target.tokenizer.encode(args.prompt, chat=not args.raw)
     stops = target.tokenizer.stop_token_ids

@@ -25,7 +25,7 @@ import torch
 from ..analysis import check_gamma
 from ..drafts.base import Draft
 from ..engine import Generation, Round, TokenLogprob, timing_free
-from ..load import Target, default_draft, load_draft, load_target
+from ..load import Target, add_prompt_paths, default_draft, load_draft, load_target
 from ..models.base import CausalLM
 from ..models.costs import pass_times
 from ..sampling import GREEDY, SamplingConfig, TemperatureTooSmall, log_probs
@@ -145,6 +145,7 @@ class Service:
         """The models and their scheduler (run on the engine thread, which then runs every pass: `threads`)."""
         target = load_target(self.target_spec, self.dtype, self.engine)
         draft = load_draft(self.draft_spec or default_draft(target), target, self.dtype, engine=self.engine)
+        add_prompt_paths(target, draft, long_lived=True)
         return target, draft, Scheduler(target.model, draft, self.sequences)
 
     async def ready(self, model: str | None = None) -> Loaded:
