@@ -131,3 +131,31 @@ def test_requests_served_together_get_what_they_get_alone_with_a_prompt_path(cli
     expected = [alone(target, draft, r, 10) for r in requests]
     assert together(scheduler, requests, 10) == expected
     assert any(len(p["rows"]) > 1 and max(n for _, n in p["rows"]) == target.prompt_chunk for p in scheduler.passes)
+
+
+def test_the_server_and_benches_get_the_prompt_path_where_the_cpu_has_amx_bf16(smollm2_native, monkeypatch, capsys):
+    """`add_prompt_paths`: long-lived processes get one where `linear.prompt_format` picks one (AMX-BF16), one-shot
+    commands only with SPECDECODE_PROMPT_PATH=on; off never; a bad setting is a one-line error."""
+    from specdecode.cli import main
+    from specdecode.load import Target, add_prompt_paths
+
+    def fresh() -> Target:
+        model = load_native(smollm2_native.source, "int4-dot8")
+        return Target(model, smollm2_native.tokenizer, "native", "smollm2")
+
+    target, draft = fresh(), ModelDraft(fresh().model)
+    target.model.name, draft.model.name = "target", "draft"
+    monkeypatch.delenv("SPECDECODE_PROMPT_PATH", raising=False)
+    assert add_prompt_paths(target, draft, long_lived=False) == []
+    assert add_prompt_paths(target, draft, long_lived=True) == (["target", "draft"] if capability().amx_bf16 else [])
+    assert (target.model.prompt_layers is not None) == (draft.model.prompt_layers is not None) == capability().amx_bf16
+    monkeypatch.setenv("SPECDECODE_PROMPT_PATH", "on")
+    assert add_prompt_paths(target, draft, long_lived=False) == []  # (built already)
+    monkeypatch.setenv("SPECDECODE_PROMPT_PATH", "off")
+    assert add_prompt_paths(fresh(), None, long_lived=True) == []
+    monkeypatch.setenv("SPECDECODE_PROMPT_PATH", "sometimes")
+    capsys.readouterr()  # (the builds' progress bars)
+    assert main(["generate", "--target", "toy", "--max-new-tokens", "3", "hello"]) == 2
+    err = capsys.readouterr().err
+    assert "SPECDECODE_PROMPT_PATH" in err and len(err.strip().splitlines()) == 1
+

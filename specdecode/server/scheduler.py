@@ -56,7 +56,7 @@ from .threads import on_engine
 POLL_SECONDS = 0.005  # how often a request waiting its turn looks for it (every 20th time, for its client)
 GRACE_SECONDS = 0.005  # how long a pass waits for a request that holds a lease but is between two rounds
 PASS_LOG = 64  # target passes kept for the page's live view
-PREFILL_CHUNK = 32  # rows of a prompt per pass while others are served (`Scheduled.extend`)
+PREFILL_CHUNK = 32  # rows of a prompt per pass while others are served (`Scheduled.prefill`; a prompt path's own)
 STEP_ROWS = 4  # a draft pass feeding more rows of a sequence is catching up (a prefill): not timed for T_d
 
 
