@@ -89,8 +89,9 @@ def best_format(cpu: Capability) -> str:
 def prompt_format(fmt: str, cpu: Capability) -> str | None:
     """The weight format of a prompt path (`NativeLlama.add_prompt_path`) for a model in fmt, or None for none:
     bf16-onednn for int4-dot8 where the CPU has AMX-BF16, whose tiles take a bf16 product's inputs whole where
-    int4-dot8 scales each group of 32 apart (on an AMX Xeon, 2.6 ms a prompt row at 32 rows against ~8:
-    docs/bench/dot8-xeon-probes). Elsewhere no second path has been measured to pay for its copy of the weights."""
+    int4-dot8 scales each group of 32 apart (on a 2-core AMX Xeon, 3.1 ms a prompt row of the 1.5B from 128 rows
+    against 8.5, about even at 32: docs/bench/prompt-path). Elsewhere no second path has been measured to pay for
+    its copy of the weights."""
     return "bf16-onednn" if fmt == "int4-dot8" and cpu.amx_bf16 else None
 
 
