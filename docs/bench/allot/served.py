@@ -18,25 +18,27 @@ def post(prompt):
                 if first is None and b'"content"' in line: first = time.perf_counter() - a
     return first, time.perf_counter() - a
 ps = bench_prompts("qwen2.5-coder-1.5b", 1)
-for i in range(120):
-    try: post("hi"); break
-    except Exception: time.sleep(2)
-torch.set_num_threads(2)
-t = load_target("qwen2.5-coder-1.5b"); d = load_draft(default_draft(t), t); ctl = AdaptiveGamma.for_target(t.model)
-def lib(prompt):
-    ids = t.tokenizer.encode_chat([{"role": "user", "content": prompt}])
-    t.model.clear(); d.clear()
-    a = time.perf_counter(); first = None
-    g = Generation(t.model, d, ids, max_new_tokens=64, gamma=ctl, sampling=GREEDY, stop_token_ids=t.tokenizer.stop_token_ids)
-    for r in g:
-        if first is None: first = time.perf_counter() - a
-    return first, time.perf_counter() - a
-S, L = [], []
-for rep in range(2):
-    for j, p in enumerate(ps):
-        pair = [("s", post), ("l", lib)] if (j + rep) % 2 == 0 else [("l", lib), ("s", post)]
-        for tag, f in pair:
-            (S if tag == "s" else L).append(f(p.prompt))
-print("served  TTFT median %.0f ms, total %.2f s" % (1e3*statistics.median(x[0] for x in S), sum(x[1] for x in S)))
-print("library TTFT median %.0f ms, total %.2f s" % (1e3*statistics.median(x[0] for x in L), sum(x[1] for x in L)))
-srv.terminate()
+try:
+    for i in range(120):
+        try: post("hi"); break
+        except Exception: time.sleep(2)
+    torch.set_num_threads(2)
+    t = load_target("qwen2.5-coder-1.5b"); d = load_draft(default_draft(t), t); ctl = AdaptiveGamma.for_target(t.model)
+    def lib(prompt):
+        ids = t.tokenizer.encode_chat([{"role": "user", "content": prompt}])
+        t.model.clear(); d.clear()
+        a = time.perf_counter(); first = None
+        g = Generation(t.model, d, ids, max_new_tokens=64, gamma=ctl, sampling=GREEDY, stop_token_ids=t.tokenizer.stop_token_ids)
+        for r in g:
+            if first is None: first = time.perf_counter() - a
+        return first, time.perf_counter() - a
+    S, L = [], []
+    for rep in range(2):
+        for j, p in enumerate(ps):
+            pair = [("s", post), ("l", lib)] if (j + rep) % 2 == 0 else [("l", lib), ("s", post)]
+            for tag, f in pair:
+                (S if tag == "s" else L).append(f(p.prompt))
+    print("served  TTFT median %.0f ms, total %.2f s" % (1e3*statistics.median(x[0] for x in S), sum(x[1] for x in S)))
+    print("library TTFT median %.0f ms, total %.2f s" % (1e3*statistics.median(x[0] for x in L), sum(x[1] for x in L)))
+finally:
+    srv.terminate()  # never left running, whatever failed
