@@ -16,6 +16,11 @@ drafting is the cheap way to find out); every `explore_every` plain rounds (4x t
 it then still drafts one token, so that alpha keeps being measured. With T flat and T_d flat at c T(1) this is
 exactly `analysis.best_gamma(alpha, c)` wherever plain decoding is not a near thing.
 
+A draft that stops short of gamma when unsure (`ModelDraft`'s confidence, `Proposal.stopped`) is priced with its
+measured stop rate s, the share of its guesses after which it stopped: its j-th guess is made with probability
+(1 - s)^(j - 1), so a round of at most gamma guesses expects 1 + sum_j alpha^j (1 - s)^(j - 1) tokens for
+sum_j (1 - s)^(j - 1) draft passes and verify rows (j = 1 .. gamma; with s = 0 the paper's E[tokens]).
+
 Proposals copied from the context (prompt lookup's: `Draft.copies`) are priced apart: they cost no draft pass
 (D = 0) and have an acceptance rate of their own, so a round with a match may verify a long copy while the
 draft model's guesses would not pay, and the model's rounds are not judged by the copies' acceptance.
@@ -80,6 +85,7 @@ class AdaptiveGamma:
         self._accepted = prior_alpha * prior_weight  # Beta pseudo-counts: accepted and rejected decisions
         self._rejected = (1 - prior_alpha) * prior_weight
         self._copied = [self._accepted, self._rejected]  # the same for proposals copied from the context
+        self._stops = [0.0, 1.0]  # the draft's guesses after which it stopped short of gamma, and went on
         self._times = PassTimes(memory)  # the target's passes, T(k)
         self._draft_times = PassTimes(memory)  # the draft's passes, T_d(k)
         self._draft_passes = 0.0  # (with fixed costs: whether the draft makes passes at all)
@@ -107,6 +113,17 @@ class AdaptiveGamma:
         """The acceptance rate of proposals copied from the context."""
         return self._copied[0] / sum(self._copied)
 
+    @property
+    def stop_rate(self) -> float:
+        """s: the share of the draft's guesses after which it stopped on its own (`Proposal.stopped`)."""
+        return self._stops[0] / sum(self._stops)
+
+    def expected_guesses(self, gamma: int, copied: bool = False) -> float:
+        """Guesses (draft passes, and verify rows besides the first) a round of at most gamma makes: gamma, or
+        sum_j (1 - s)^(j - 1) for a draft that stops when unsure."""
+        go_on = 1.0 if copied else 1.0 - self.stop_rate
+        return float(gamma) if go_on == 1.0 else sum(go_on**j for j in range(gamma))
+
     def acceptance(self, copied: bool) -> float:
         return self.copied_alpha if copied else self.alpha
 
@@ -126,11 +143,12 @@ class AdaptiveGamma:
         return self._draft_times(k) if self._draft_times.measured else 0.0
 
     def drafting_time(self, gamma: int) -> float:
-        """D(gamma): a round's draft passes, the first feeding the last round's last draft too when that round
-        accepted every draft (which has probability alpha^gamma)."""
+        """D(gamma): a round's draft passes (`expected_guesses`), the first feeding the last round's last draft too
+        when that round accepted every draft (which has probability alpha^gamma; ignoring early stops)."""
         if not gamma:
             return 0.0
-        return gamma * self.draft_time() + self.alpha**gamma * (self.draft_time(2) - self.draft_time())
+        return self.expected_guesses(gamma) * self.draft_time() + self.alpha**gamma * (
+            self.draft_time(2) - self.draft_time())
 
     def hopeful_acceptance(self, copied: bool) -> float:
         """alpha's upper bound: its mean plus one standard deviation of its Beta distribution (whose counts the
@@ -142,8 +160,13 @@ class AdaptiveGamma:
         """Expected tokens per second with this gamma, for the draft's guesses or for a copy (no draft pass), at
         alpha (default: the measured acceptance rate)."""
         alpha = self.acceptance(copied) if alpha is None else alpha
-        tokens = expected_tokens(alpha, gamma) if gamma else 1.0
-        return tokens / (self.target_time(gamma + 1) + (0.0 if copied else self.drafting_time(gamma)))
+        go_on = 1.0 if copied else 1.0 - self.stop_rate
+        if go_on == 1.0:
+            tokens = expected_tokens(alpha, gamma) if gamma else 1.0
+        else:  # the j-th guess made with probability go_on^(j - 1), kept with alpha^j
+            tokens = 1.0 + sum(alpha**j * go_on ** (j - 1) for j in range(1, gamma + 1))
+        verified = 1.0 + self.expected_guesses(gamma, copied)
+        return tokens / (self.target_time(verified) + (0.0 if copied else self.drafting_time(gamma)))
 
     def _best(self, copied: bool, alpha: float | None = None) -> int:
         """The gamma with the highest `rate` at alpha (the shortest of equals)."""
@@ -181,10 +204,14 @@ class AdaptiveGamma:
 
     def update(self, drafted: int, accepted: int, target_seconds: float | None = None,
                draft_seconds: float | None = None, draft_passes: int = 0, copied: bool = False,
-               pass_times: Sequence[tuple[int, float]] = ()) -> None:
-        """Record a round: how many tokens were drafted (copied: copied from the context) and accepted, and what the
-        passes cost: draft_seconds over the draft's passes, shared as their own timings share it where the draft
-        timed them (`Proposal.pass_times`: tokens fed, seconds), else over draft_passes passes of one token."""
+               pass_times: Sequence[tuple[int, float]] = (), stopped: bool = False) -> None:
+        """Record a round: how many tokens were drafted (copied: copied from the context) and accepted, whether the
+        draft stopped short on its own (`Proposal.stopped`), and what the passes cost: draft_seconds over the
+        draft's passes, shared as their own timings share it where the draft timed them (`Proposal.pass_times`:
+        tokens fed, seconds), else over draft_passes passes of one token."""
+        if drafted and not copied:  # after each guess but the last it went on; after the last it stopped, or not
+            self._stops = [self.memory * self._stops[0] + int(stopped),
+                           self.memory * self._stops[1] + drafted - 1]
         if drafted and copied:
             self._copied = [self.memory * self._copied[0] + accepted,
                             self.memory * self._copied[1] + int(accepted < drafted)]

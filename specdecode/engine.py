@@ -81,6 +81,7 @@ class GenerationStats:
     tokens_drafted: int = 0
     tokens_accepted: int = 0
     rejections: int = 0  # rounds that ended with a rejected draft (the others ended with a bonus token)
+    stopped_rounds: int = 0  # rounds whose draft stopped short of gamma on its own (`ModelDraft`'s confidence)
     new_tokens: int = 0
     tested_at: list[int] = field(default_factory=list)  # per draft position: how often the rule looked at it
     accepted_at: list[int] = field(default_factory=list)  # per draft position: how often it was accepted
@@ -136,6 +137,7 @@ class GenerationStats:
         self.tokens_drafted += g
         self.tokens_accepted += n_accepted
         self.rejections += int(judged > n_accepted)
+        self.stopped_rounds += int(proposal.stopped)
         self.gamma = max(self.gamma, g)
         if len(self.tested_at) < g:
             grow = g - len(self.tested_at)
@@ -318,7 +320,8 @@ class Generation:
                 stats.prefill_seconds += proposal.catch_up_seconds
                 if self.controller:
                     self.controller.update(len(drafted), n_accepted, t2 - t1, drafting, proposal.forward_passes,
-                                           copied and not proposal.forward_passes, pass_times=proposal.pass_times)
+                                           copied and not proposal.forward_passes, pass_times=proposal.pass_times,
+                                           stopped=proposal.stopped)
                 yield self._close(logits, drafted, proposal, n_accepted, next_token, context)
         finally:
             stats.new_tokens = len(self.new_tokens)

@@ -409,14 +409,21 @@ def parse_draft(spec: str) -> tuple[bool, str, str | None]:
 
 
 def load_draft(spec: str, target: Target, dtype: str = "auto", lookup_ngram: int = 3,
-               engine: str = "auto") -> Draft | None:
-    """The draft named by spec (see `parse_draft` and `DRAFTS`); None for plain decoding."""
+               engine: str = "auto", confidence: float | None = None) -> Draft | None:
+    """The draft named by spec (see `parse_draft` and `DRAFTS`); None for plain decoding. confidence: a draft
+    model's threshold for stopping when unsure (`ModelDraft`; None: its named spec's, else 0)."""
     lookup, name, argument = parse_draft(spec)
     if not name:
         raise ValueError(f"a draft is named by one of: {', '.join(d.usage for d in DRAFTS)}")
     if lookup and name in ("none", "toy", "prompt-lookup"):
         raise ValueError("lookup+DRAFT needs a draft model or table after the +, e.g. lookup+trained")
+    if confidence is not None and not 0.0 <= confidence <= 1.0:
+        raise ValueError(f"a draft's confidence threshold must be in [0, 1], not {confidence!r}")
     draft = _draft(name, argument, target, dtype, lookup_ngram, engine)
+    if confidence is not None:
+        if not isinstance(draft, ModelDraft):
+            raise ValueError(f"a confidence threshold is for draft models, not the {spec} draft")
+        draft.confidence = confidence
     return HybridDraft(draft, max_ngram=max(lookup_ngram, 2)) if lookup else draft
 
 
@@ -477,8 +484,8 @@ def _model_draft(directory: Path, name: str, target: Target, dtype: str, engine:
 
 def _named_draft(name: str, target: Target, dtype: str) -> ModelDraft:
     """A named GGUF model as a draft model on the native engine (int4 by default), whatever engine runs the
-    target, its output head cut to `draft_vocabulary` where its spec says (head_ids); checked against the target's
-    tokenizer."""
+    target, its output head cut to `draft_vocabulary` where its spec says (head_ids), stopping when unsure below its
+    spec's confidence; checked against the target's tokenizer."""
     _compile_early(dtype)
     spec, path = NAMED[name], gguf_file(name)
     partner = named_spec(target)
@@ -491,7 +498,7 @@ def _named_draft(name: str, target: Target, dtype: str) -> ModelDraft:
     model = load_gguf_native(path, dtype, spec.display, for_draft=True)
     if spec.head_ids is not None:
         model.restrict_output(torch.tensor(draft_vocabulary(draft_tokenizer, spec.head_ids)))
-    return ModelDraft(model, vocab_size=vocab_size, name=name)
+    return ModelDraft(model, vocab_size=vocab_size, name=name, confidence=spec.confidence)
 
 
 def draft_vocabulary(tokenizer: TextTokenizer, first: int) -> list[int]:

@@ -9,6 +9,8 @@ import pytest
 from specdecode.cli import main
 from specdecode.toy import WORDS
 
+TOY = ["generate", "--target", "toy"]
+
 
 def run_cli(capsys, *argv):
     code = main(list(argv))
@@ -43,6 +45,13 @@ def test_generate_on_the_toy_pair_prints_text_and_stats(capsys):
     assert "30 new tokens, " in stats and "tokens per target call" in stats and "alpha" in stats
 
 
+def test_a_draft_confidence_stops_the_toy_draft_short(capsys):
+    code, out, _ = run_cli(capsys, *TOY, "the cat", "--max-new-tokens", "40", "--gamma", "4", "--temperature", "1",
+                           "--seed", "3", "--draft-confidence", "0.5", "--json")
+    stats = json.loads(out)
+    assert code == 0 and 0 < stats["stopped_rounds"] < stats["rounds"]
+
+
 def test_compare_times_plain_and_speculative_decoding_alike(capsys):
     """--compare: both sides warm, timed twice each in alternating order, counting the same new tokens."""
     code, out, _ = run_cli(capsys, "generate", "--target", "toy", "the cat", "--max-new-tokens", "20", "--compare",
@@ -56,8 +65,6 @@ def test_compare_times_plain_and_speculative_decoding_alike(capsys):
     assert report["speedup"] == report["speculative_tokens_per_second"] / report["plain_tokens_per_second"]
 
 
-TOY = ["generate", "--target", "toy"]
-
 
 @pytest.mark.parametrize("argv, message", [
     (TOY + ["--gamma", "0", "the"], "gamma"),
@@ -68,6 +75,8 @@ TOY = ["generate", "--target", "toy"]
     (TOY + [""], "empty"),
     (TOY + ["the zebra"], "unknown word"),
     (TOY + ["--gamma", "many", "the"], "integer >= 1 or 'auto'"),
+    (TOY + ["--draft-confidence", "1.5", "the"], "--draft-confidence must be in [0, 1]"),
+    (TOY + ["--draft", "prompt-lookup", "--draft-confidence", "0.5", "the"], "for draft models"),
     (["generate", "--target", "nowhere", "hi"], "cannot load model"),
     (["analyze", "--alpha", "1.5"], "alpha"),
     (["analyze", "--p", "0.5,0.6", "--q", "0.5,0.5"], "sum to 1"),

@@ -98,6 +98,45 @@ def test_prompt_lookup_then_a_draft_model_follows_the_target_exactly():
     assert 0 < passes < 12_000 * 3  # the draft model ran in some rounds, lookup served others
 
 
+def test_a_draft_that_stops_when_unsure_follows_the_target_exactly():
+    """A draft model that stops drafting after a guess whose probability is below 0.45 (about half its guesses
+    here): when to stop depends on its own lists only, so the output is still the target's (the same chi-square over
+    12,000 runs of up to 3 drafts a round), and both kinds of round happen."""
+    target, draft = prefix_pair(seed=0)
+    prompt = [0, 1]
+    config = SamplingConfig(temperature=1.0)
+    expected = exact_continuations(target, prompt, 3, config)
+    counts = np.zeros([V] * 3)
+    torch.manual_seed(5)
+    stopped = rounds = 0
+    for _ in range(12_000):
+        result = generate(target, ModelDraft(draft, confidence=0.45), prompt, max_new_tokens=4, gamma=3,
+                          sampling=config)
+        counts[tuple(result.new_tokens[:3])] += 1
+        stopped += result.stats.stopped_rounds
+        rounds += sum(g > 0 for g in result.stats.drafted_per_round)
+    assert chi_square_pvalue(counts, expected) > SIGNIFICANCE
+    assert 0.2 * rounds < stopped < 0.8 * rounds
+
+
+def test_a_draft_stops_after_its_first_unsure_guess_and_proposes_it():
+    target, draft_model = prefix_pair(seed=0)
+    context = [0, 1]
+    for confidence, gamma, drafted, stopped in [(0.0, 3, 3, False), (1.0, 3, 1, True), (1.0, 1, 1, False)]:
+        draft = ModelDraft(draft_model, confidence=confidence)
+        draft.begin(context)
+        proposal = draft.propose(context, gamma, SamplingConfig(temperature=0), None)
+        assert (len(proposal.tokens), proposal.forward_passes, proposal.stopped) == (drafted, drafted, stopped)
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="confidence threshold"):
+            ModelDraft(draft_model, confidence=bad)
+    # greedy output is plain decoding's, whatever stops the draft makes
+    plain = generate_plain(target, context, max_new_tokens=30, sampling=SamplingConfig(temperature=0))
+    spec = generate(target, ModelDraft(draft_model, confidence=0.45), context, max_new_tokens=30, gamma=4,
+                    sampling=SamplingConfig(temperature=0))
+    assert spec.new_tokens == plain.new_tokens and spec.stats.stopped_rounds > 0
+
+
 def test_the_sequence_test_catches_a_draft_sampled_without_correction():
     """Negative control: outputting the draft's own samples (no rule) is rejected by the same test."""
     target, draft = prefix_pair(seed=0)

@@ -29,6 +29,9 @@ class Proposal:
     # (`ModelDraft`): what adaptive gamma fits the draft's T_d(k) to, so that the tokens a first pass feeds besides
     # its own (text decoded or copied without the draft) are priced per token, not as a dearer draft pass
     pass_times: tuple[tuple[int, float], ...] = ()
+    # the draft stopped short of gamma on its own: its last guess's top probability fell below its confidence
+    # threshold (`ModelDraft`), so that adaptive gamma learns how often its rounds end that way
+    stopped: bool = False
 
     @staticmethod
     def empty(vocab_size: int) -> Proposal:

