@@ -1,8 +1,9 @@
 """The prompt path (`NativeLlama.add_prompt_path`): a prompt's rows computed through twins of the int4-dot8 layers in
-another format, every other row through int4-dot8. A row's path must follow its role, never the pass it is in: the
-same bits alone, in chunks, beside other sequences, served by the scheduler; cells reused only by rows of their own
-path; greedy speculative output still plain output. int8 twins run on every CPU; bf16-onednn's (the path AMX-BF16
-machines get) where the CPU has native bf16 matmuls."""
+another format, or through the int4-dot8 layers themselves reading every input in one int8 half (the path of CPUs
+without AMX-BF16), every other row through int4-dot8 as it is. A row's path must follow its role, never the pass it
+is in: the same bits alone, in chunks, beside other sequences, served by the scheduler; cells reused only by rows of
+their own path; greedy speculative output still plain output. int4-dot8's path and int8 twins run on every CPU;
+bf16-onednn's (the path AMX-BF16 machines get) where the CPU has native bf16 matmuls."""
 
 import pytest
 import torch
@@ -11,30 +12,45 @@ from test_scheduler import GREEDY, SAMPLED, alone, together
 from specdecode import SamplingConfig, generate, generate_plain
 from specdecode.cpu import capability
 from specdecode.drafts.model import ModelDraft
+from specdecode.models.dot8 import Packed
 from specdecode.models.kernels import kernel_isa
 from specdecode.models.native import PROMPT_LEAST, load_native
-from specdecode.server.scheduler import Scheduler
+from specdecode.server.scheduler import PREFILL_CHUNK, Scheduler
 
 pytestmark = pytest.mark.skipif(kernel_isa(capability()) is None, reason="int4-dot8 (the path twinned) needs AVX2")
 TWINS = ["int8"] + (["bf16-onednn"] if capability().bf16_matmul else [])
 
 
+def _with_path(smollm2_native, fmt: str):
+    """The default model in int4-dot8 with a prompt path in fmt."""
+    model = load_native(smollm2_native.source, "int4-dot8")
+    model.add_prompt_path(fmt)
+    return model
+
+
+@pytest.fixture(scope="module", params=["int4-dot8", *TWINS])
+def pathed(request, smollm2_native):
+    return _with_path(smollm2_native, request.param)
+
+
 @pytest.fixture(scope="module", params=TWINS)
 def twinned(request, smollm2_native):
-    """The default model in int4-dot8 with a prompt path in the parameter's format."""
-    model = load_native(smollm2_native.source, "int4-dot8")
-    model.add_prompt_path(request.param)
-    return model
+    return _with_path(smollm2_native, request.param)
+
+
+def chunk_of(model) -> int:
+    """Prompt rows a server's chunk holds: the twins' pieces, or the scheduler's own chunk."""
+    return model.prompt_chunk or PREFILL_CHUNK
 
 
 def ids(n: int, seed: int = 0) -> torch.Tensor:
     return (torch.arange(n) * (37 + seed) + 11 * seed) % 5000 + 100
 
 
-def test_a_prompt_row_is_the_same_alone_in_chunks_and_beside_other_sequences(twinned):
+def test_a_prompt_row_is_the_same_alone_in_chunks_and_beside_other_sequences(pathed):
     """Whole, or in the server's chunks (which end where the prompt path's pieces do) beside other sequences' rows,
     prompt rows of its own included."""
-    model, other, chunk = twinned, twinned.sequence(1), twinned.prompt_chunk
+    model, other, chunk = pathed, pathed.sequence(1), chunk_of(pathed)
     prompt, more = ids(2 * chunk + 7), torch.tensor([7, 8, 9])
     model.clear()
     whole = model.prefill(prompt)
@@ -81,13 +97,13 @@ def test_prompt_rows_go_through_the_twins_in_pieces_fixed_by_their_cells(twinned
     assert seen == [PROMPT_LEAST]
 
 
-def test_cells_are_reused_only_by_rows_of_the_path_that_wrote_them(twinned):
-    """A chat's next turn shares its start with the last prompt and answer: the prompt rows' cells are reused in
-    whole pieces, the rest of the prompt, its last row and the answer (int4-dot8's) are computed again, on the prompt
-    path."""
-    model, fresh = twinned, twinned.sequence(2)
+def test_cells_are_reused_only_by_rows_of_the_path_that_wrote_them(pathed):
+    """A chat's next turn shares its start with the last prompt and answer: the prompt rows' cells are reused (the
+    twins' in whole pieces only), the rest of the prompt, its last row and the answer (int4-dot8's as it is) are
+    computed again, on the prompt path."""
+    model, fresh = pathed, pathed.sequence(2)
     model.feature_layers = ()
-    first = ids(twinned.prompt_chunk + 40)
+    first = ids(chunk_of(pathed) + 40)
     model.clear()
     model.prefill(first)
     answer = ids(6, 5)
@@ -96,7 +112,7 @@ def test_cells_are_reused_only_by_rows_of_the_path_that_wrote_them(twinned):
     before = model.reused_tokens
     model.rollback(0)
     logits = model.prefill(turn)
-    assert model.reused_tokens - before == twinned.prompt_chunk
+    assert model.reused_tokens - before == (pathed.prompt_chunk or len(first) - 1)
     fresh.clear()
     assert torch.equal(logits, fresh.prefill(turn))
     before = model.reused_tokens
@@ -105,8 +121,8 @@ def test_cells_are_reused_only_by_rows_of_the_path_that_wrote_them(twinned):
     assert model.reused_tokens == before  # prompt-path cells are not int4-dot8 rows
 
 
-def test_greedy_speculative_output_is_bitwise_plain_with_a_prompt_path(twinned, smollm2_native):
-    model = twinned
+def test_greedy_speculative_output_is_bitwise_plain_with_a_prompt_path(pathed, smollm2_native):
+    model = pathed
     draft = ModelDraft(load_native(smollm2_native.source, "int4-dot8"))
     tok = smollm2_native.tokenizer
     for text in ("Write a Python function that reverses a string.", "def fibonacci(n):"):
@@ -118,24 +134,25 @@ def test_greedy_speculative_output_is_bitwise_plain_with_a_prompt_path(twinned, 
 
 
 @pytest.mark.parametrize("clients", [2, 4])
-def test_requests_served_together_get_what_they_get_alone_with_a_prompt_path(clients, twinned, smollm2_native):
-    """Prompts longer than a chunk, so that served beside others they are prefilled a chunk (`prompt_chunk` rows)
-    a pass; the draft has a prompt path of its own."""
-    target = twinned
+def test_requests_served_together_get_what_they_get_alone_with_a_prompt_path(clients, pathed, smollm2_native):
+    """Prompts longer than a chunk, so that served beside others they are prefilled a chunk (`prompt_chunk` rows,
+    or the scheduler's own chunk) a pass; the draft has a prompt path of its own."""
+    target, chunk = pathed, chunk_of(pathed)
     draft_model = load_native(smollm2_native.source, "int4-dot8")
     draft_model.add_prompt_path(target.prompt_format)
     draft = ModelDraft(draft_model)
     scheduler = Scheduler(target, draft, sequences=4, grace=2.0)
     samplings = [(GREEDY, None), (GREEDY, 100), (SAMPLED, 200), (SAMPLED, 201)]
-    requests = [(ids(target.prompt_chunk + 9 * i + 5, i).tolist(), *samplings[i]) for i in range(clients)]
+    requests = [(ids(chunk + 9 * i + 5, i).tolist(), *samplings[i]) for i in range(clients)]
     expected = [alone(target, draft, r, 10) for r in requests]
     assert together(scheduler, requests, 10) == expected
-    assert any(len(p["rows"]) > 1 and max(n for _, n in p["rows"]) == target.prompt_chunk for p in scheduler.passes)
+    assert any(len(p["rows"]) > 1 and max(n for _, n in p["rows"]) == chunk for p in scheduler.passes)
 
 
-def test_the_server_and_benches_get_the_prompt_path_where_the_cpu_has_amx_bf16(smollm2_native, monkeypatch, capsys):
-    """`add_prompt_paths`: long-lived processes get one where `linear.prompt_format` picks one (AMX-BF16), one-shot
-    commands only with SPECDECODE_PROMPT_PATH=on; off never; a bad setting is a one-line error."""
+def test_every_command_gets_the_prompt_path_that_costs_no_build(smollm2_native, monkeypatch, capsys):
+    """`add_prompt_paths`: where `linear.prompt_format` picks twins (AMX-BF16), long-lived processes get them and
+    one-shot commands only with SPECDECODE_PROMPT_PATH=on; elsewhere every command gets int4-dot8's own path, and a
+    draft whose matrices read 8-bit inputs already none; off never; a bad setting is a one-line error."""
     from specdecode.cli import main
     from specdecode.load import Target, add_prompt_paths
 
@@ -146,11 +163,21 @@ def test_the_server_and_benches_get_the_prompt_path_where_the_cpu_has_amx_bf16(s
     target, draft = fresh(), ModelDraft(fresh().model)
     target.model.name, draft.model.name = "target", "draft"
     monkeypatch.delenv("SPECDECODE_PROMPT_PATH", raising=False)
-    assert add_prompt_paths(target, draft, long_lived=False) == []
-    assert add_prompt_paths(target, draft, long_lived=True) == (["target", "draft"] if capability().amx_bf16 else [])
-    assert (target.model.prompt_layers is not None) == (draft.model.prompt_layers is not None) == capability().amx_bf16
+    twins = capability().amx_bf16
+    assert add_prompt_paths(target, draft, long_lived=False) == ([] if twins else ["target", "draft"])
+    assert add_prompt_paths(target, draft, long_lived=True) == (["target", "draft"] if twins else [])
+    assert (target.model.prompt_layers is not None) == (draft.model.prompt_layers is not None) == twins
+    assert target.model.prompt_format == draft.model.prompt_format == ("bf16-onednn" if twins else "int4-dot8")
     monkeypatch.setenv("SPECDECODE_PROMPT_PATH", "on")
     assert add_prompt_paths(target, draft, long_lived=False) == []  # (built already)
+    coarse = ModelDraft(fresh().model)
+    for layer in coarse.model.layers:  # a draft's reading (models/gguf_weights.py): 8-bit inputs throughout
+        layer.down.parts = [Packed.from_layout(p.w, p.sub, p.sup, p.bits, 1, p.out_features, p.in_features,
+                                               p.unscale) for p in layer.down.parts]
+    again = fresh()
+    again.model.name, coarse.model.name = "again", "coarse"
+    assert add_prompt_paths(again, coarse, long_lived=True) == (["again", "coarse"] if twins else ["again"])
+    assert (coarse.model.prompt_format is None) != twins
     monkeypatch.setenv("SPECDECODE_PROMPT_PATH", "off")
     assert add_prompt_paths(fresh(), None, long_lived=True) == []
     monkeypatch.setenv("SPECDECODE_PROMPT_PATH", "sometimes")

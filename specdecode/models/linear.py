@@ -90,9 +90,12 @@ def prompt_format(fmt: str, cpu: Capability) -> str | None:
     """The weight format of a prompt path (`NativeLlama.add_prompt_path`) for a model in fmt, or None for none:
     bf16-onednn for int4-dot8 where the CPU has AMX-BF16, whose tiles take a bf16 product's inputs whole where
     int4-dot8 scales each group of 32 apart (on a 2-core AMX Xeon, 3.1 ms a prompt row of the 1.5B from 128 rows
-    against 8.5, about even at 32: docs/bench/prompt-path). Elsewhere no second path has been measured to pay for
-    its copy of the weights."""
-    return "bf16-onednn" if fmt == "int4-dot8" and cpu.amx_bf16 else None
+    against 8.5, about even at 32: docs/bench/prompt-path). Elsewhere int4-dot8 itself, its prompt rows reading the
+    down projection's inputs in one int8 half rather than two (no copy of the weights, no second pass; 6.9 ms a
+    prompt row of the 1.5B against 8.0 on a Zen 4 EPYC: docs/bench/prompt-halves)."""
+    if fmt != "int4-dot8":
+        return None
+    return "bf16-onednn" if cpu.amx_bf16 else "int4-dot8"
 
 
 def format_for(dtype: str, cpu: Capability) -> str:
@@ -182,9 +185,14 @@ class Linear:
         extra = self.scale.numel() * self.scale.element_size() if self.format in ("int8", "int4") else 0
         return self.weight.numel() * self.weight.element_size() + extra + bias
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, coarse: int = 0) -> torch.Tensor:
+        """x [M, K] -> [M, N]. coarse: int4-dot8 reads rows 0 .. coarse - 1 in one int8 half (a prompt's rows on
+        the prompt path without AMX-BF16: `NativeLlama.add_prompt_path`), the others as the matrix reads them."""
         if x.dtype != self.weight_dtype:  # a float32 residual stream (int4 models) enters in the kernel's dtype
             x = x.to(self.weight_dtype)
+        if coarse and self.format == "int4-dot8" and any(part.halves > 1 for part in self.parts):
+            return torch.cat([self._dot8(x[:coarse], 1), self._dot8(x[coarse:])]) if coarse < len(x) else \
+                self._dot8(x, 1)
         if self.format == "bf16-onednn":  # in passes of at most ONEDNN_ROWS rows: bitwise the same at any count
             flat = x.reshape(-1, x.shape[-1])
             slices = [torch.ops.mkldnn._linear_pointwise(flat[i:i + ONEDNN_ROWS], self.weight, self.bias, "none",
@@ -195,13 +203,17 @@ class Linear:
             y = torch.ops.aten._weight_int8pack_mm(x, self.weight, self.scale)
             return y + self.bias if self.bias is not None else y
         if self.format == "int4-dot8":
-            parts = [part(x, self.isa) for part in self.parts]
-            y = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
-            return y + self.bias if self.bias is not None else y
+            return self._dot8(x)
         if self.format == "int4":
             y = torch._weight_int4pack_mm_for_cpu(x, self.weight, GROUP, self.scale)
             return y + self.bias if self.bias is not None else y
         return F.linear(x, self.weight, self.bias)
+
+
+    def _dot8(self, x: torch.Tensor, halves: int | None = None) -> torch.Tensor:
+        parts = [part(x, self.isa, halves) for part in self.parts]
+        y = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+        return y + self.bias if self.bias is not None else y
 
 
 class Twin:
