@@ -126,8 +126,16 @@ def test_serve_answers_only_loopback_names_by_default():
     assert allowed_hosts("127.0.0.1", "example.org, localhost") == ["example.org", "localhost"]
     assert allowed_hosts("127.0.0.1", "*") is None
     for flags in (["--max-queue", "0"], ["--request-timeout", "0"], ["--max-body-bytes", "-1"],
-                  ["--allowed-hosts", ","]):
+                  ["--allowed-hosts", ","], ["--draft-confidence", "2"]):
         assert main(["serve", *flags]) == 2
+
+
+def test_the_served_draft_stops_at_the_confidence_asked_for():
+    with TestClient(create_app(target="toy", draft_confidence=0.5)) as client:
+        assert client.post("/v1/completions", json={"prompt": "the cat", "max_tokens": 4}).status_code == 200
+        assert client.app.state.service.load().draft.confidence == 0.5
+    with pytest.raises(ValueError, match="confidence threshold"):
+        create_app(target="toy", draft_confidence=-1)
 
 
 def test_tokenising_does_not_hold_up_the_event_loop():

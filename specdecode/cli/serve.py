@@ -22,6 +22,9 @@ def add_parser(sub) -> None:
     p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
     add_model_options(p, "default drafts per round: an integer >= 1, or 'auto' (default; requests may override)")
+    p.add_argument("--draft-confidence", type=float, default=None, metavar="P",
+                   help="a draft model stops drafting after a guess it gives less than P, in [0, 1] (0: never; "
+                   "default: the named draft's measured threshold, else 0)")
     p.add_argument("--max-tokens", type=int, default=2048, help="the most tokens one request may ask for (2048)")
     p.add_argument("--max-prompt-tokens", type=int, default=4096, help="the longest prompt accepted, in tokens")
     p.add_argument("--max-body-bytes", type=int, default=1_000_000,
@@ -50,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
     for name in ("max_tokens", "max_prompt_tokens", "max_body_bytes", "max_queue", "sequences"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.draft_confidence is not None and not 0.0 <= args.draft_confidence <= 1.0:
+        raise ValueError(f"--draft-confidence must be in [0, 1], got {args.draft_confidence:g}")
     if not 0 < args.request_timeout < float("inf"):
         raise ValueError(f"--request-timeout must be a number of seconds > 0, got {args.request_timeout}")
     import uvicorn
@@ -58,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
     app = create_app(args.target, args.draft, args.dtype, args.engine, args.max_prompt_tokens, args.max_tokens,
                      args.gamma, args.max_body_bytes, args.max_queue, args.request_timeout,
-                     allowed_hosts(args.host, args.allowed_hosts), args.sequences)
+                     allowed_hosts(args.host, args.allowed_hosts), args.sequences, args.draft_confidence)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level, access_log=True,
                             log_config=_log_config(), timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)

@@ -61,20 +61,20 @@ class ClosingStreamingResponse(StreamingResponse):
 def create_app(target: str = DEFAULT_TARGET, draft: str | None = None, dtype: str = "auto",
                engine: str = "auto", max_prompt_tokens: int = 4096, max_tokens: int = 2048,
                gamma: int | str = "auto", max_body_bytes: int = 1_000_000, max_queue: int = 16,
-               request_timeout: float = 300.0, allowed_hosts: list[str] | None = None, sequences: int = 4
-               ) -> FastAPI:
+               request_timeout: float = 300.0, allowed_hosts: list[str] | None = None, sequences: int = 4,
+               draft_confidence: float | None = None) -> FastAPI:
     """The app serving `target` with `draft` (None: the target's default draft), loaded on first use.
 
     max_prompt_tokens and max_tokens cap what one request may ask for; gamma is the default drafts per round (an
     integer, or "auto": chosen each round by `adaptive.AdaptiveGamma`). max_body_bytes caps a request body (413),
     max_queue the generating requests running or waiting (503), request_timeout each one's seconds; allowed_hosts
     (None: any) the Host names answered (see `guard`); sequences the requests generating at once, their passes
-    batched (scheduler.py).
+    batched (scheduler.py); draft_confidence a draft model's threshold for stopping when unsure (`load.load_draft`).
     """
     if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be an integer >= 1, got {max_body_bytes!r}")
     service = Service(target, draft, dtype, engine, gamma, max_prompt_tokens, max_tokens, max_queue, request_timeout,
-                      sequences)
+                      sequences, draft_confidence)
     app = FastAPI(title="specdecode", version="0.1.0", docs_url=None, redoc_url=None,  # the docs UIs need a CDN
                   description="Exact speculative decoding behind an OpenAI-compatible API.")
     app.state.service = service

@@ -96,8 +96,11 @@ class Ticket:
 class Service:
     def __init__(self, target: str, draft: str | None, dtype: str, engine: str, gamma: int | str,
                  max_prompt_tokens: int, max_tokens: int, max_queue: int = 16, request_timeout: float = 300.0,
-                 sequences: int = 4):
+                 sequences: int = 4, draft_confidence: float | None = None):
         check_gamma(gamma, auto=True)
+        if draft_confidence is not None and not 0.0 <= draft_confidence <= 1.0:
+            raise ValueError(f"a draft's confidence threshold must be in [0, 1], not {draft_confidence!r}")
+        self.draft_confidence = draft_confidence
         if max_prompt_tokens < 1 or max_tokens < 1 or max_queue < 1 or sequences < 1 or not request_timeout > 0:
             raise ValueError("max_prompt_tokens, max_tokens, max_queue and sequences must be >= 1, "
                              "request_timeout > 0")
@@ -144,7 +147,8 @@ class Service:
     def _load_models(self) -> tuple[Target, Draft | None, Scheduler]:
         """The models and their scheduler (run on the engine thread, which then runs every pass: `threads`)."""
         target = load_target(self.target_spec, self.dtype, self.engine)
-        draft = load_draft(self.draft_spec or default_draft(target), target, self.dtype, engine=self.engine)
+        draft = load_draft(self.draft_spec or default_draft(target), target, self.dtype, engine=self.engine,
+                           confidence=self.draft_confidence)
         add_prompt_paths(target, draft, long_lived=True)
         return target, draft, Scheduler(target.model, draft, self.sequences)
 
