@@ -191,8 +191,9 @@ class Linear:
         if x.dtype != self.weight_dtype:  # a float32 residual stream (int4 models) enters in the kernel's dtype
             x = x.to(self.weight_dtype)
         if coarse and self.format == "int4-dot8" and any(part.halves > 1 for part in self.parts):
-            return torch.cat([self._dot8(x[:coarse], 1), self._dot8(x[coarse:])]) if coarse < len(x) else \
-                self._dot8(x, 1)
+            if coarse >= len(x):
+                return self._dot8(x, 1)
+            return torch.cat([self._dot8(x[:coarse], 1), self._dot8(x[coarse:])])
         if self.format == "bf16-onednn":  # in passes of at most ONEDNN_ROWS rows: bitwise the same at any count
             flat = x.reshape(-1, x.shape[-1])
             slices = [torch.ops.mkldnn._linear_pointwise(flat[i:i + ONEDNN_ROWS], self.weight, self.bias, "none",
@@ -208,7 +209,6 @@ class Linear:
             y = torch._weight_int4pack_mm_for_cpu(x, self.weight, GROUP, self.scale)
             return y + self.bias if self.bias is not None else y
         return F.linear(x, self.weight, self.bias)
-
 
     def _dot8(self, x: torch.Tensor, halves: int | None = None) -> torch.Tensor:
         parts = [part(x, self.isa, halves) for part in self.parts]
