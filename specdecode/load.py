@@ -32,7 +32,7 @@ from .cpu import capability
 from .drafts.base import Draft
 from .drafts.feature import FeatureDraft
 from .drafts.hybrid import HybridDraft
-from .drafts.model import ModelDraft
+from .drafts.model import ModelDraft, check_confidence
 from .drafts.ngram import NgramDraft, NgramTable
 from .drafts.prompt_lookup import PromptLookupDraft
 from .errors import first_line
@@ -423,8 +423,8 @@ def load_draft(spec: str, target: Target, dtype: str = "auto", lookup_ngram: int
         raise ValueError(f"a draft is named by one of: {', '.join(d.usage for d in DRAFTS)}")
     if lookup and name in ("none", "toy", "prompt-lookup"):
         raise ValueError("lookup+DRAFT needs a draft model or table after the +, e.g. lookup+trained")
-    if confidence is not None and not 0.0 <= confidence <= 1.0:
-        raise ValueError(f"a draft's confidence threshold must be in [0, 1], not {confidence!r}")
+    if confidence is not None:
+        check_confidence(confidence)
     draft = _draft(name, argument, target, dtype, lookup_ngram, engine)
     if confidence is not None:
         if not isinstance(draft, ModelDraft):

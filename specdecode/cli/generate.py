@@ -12,6 +12,7 @@ from rich.markup import escape
 from tqdm import tqdm
 
 from ..cpu import torch_threads
+from ..drafts.model import check_confidence
 from ..engine import Generation, GenerationStats
 from ..load import Target, add_prompt_paths, default_draft, load_draft, load_target
 from ..models.llama_cpp import LlamaCppLM
@@ -46,9 +47,6 @@ def add_parser(sub) -> None:
     p.add_argument("--threads", type=int, default=None,
                    help="CPU threads for the engine (default: torch's choice, one per core)")
     p.add_argument("--lookup-ngram", type=int, default=3, help="longest n-gram prompt lookup matches (default 3)")
-    p.add_argument("--draft-confidence", type=float, default=None, metavar="P",
-                   help="a draft model stops drafting after a guess it gives less than P, in [0, 1] (0: never; "
-                   "default: the named draft's measured threshold, else 0)")
     p.add_argument("--raw", action="store_true", help="send the prompt as is, without the chat template")
     p.add_argument("--show", action="store_true",
                    help="colour each round: accepted drafts green, the rejected draft struck through in orange, "
@@ -74,8 +72,8 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     if not args.prompt.strip():
         raise ValueError("the prompt is empty")
-    if args.draft_confidence is not None and not 0.0 <= args.draft_confidence <= 1.0:
-        raise ValueError(f"--draft-confidence must be in [0, 1], got {args.draft_confidence:g}")
+    if args.draft_confidence is not None:
+        check_confidence(args.draft_confidence, "--draft-confidence")
     target = load_target(args.target, args.dtype, args.engine)
     with torch_threads(target.model.torch_threads):  # llama.cpp: torch's idle threads slow it
         return _generate(args, target, sampling)

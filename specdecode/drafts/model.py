@@ -17,6 +17,13 @@ from .base import Draft, Proposal
 CATCH_UP = 32
 
 
+def check_confidence(value: float, what: str = "a draft's confidence threshold") -> float:
+    """A confidence threshold (`ModelDraft`) is a probability: value, or a one-line ValueError naming `what`."""
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{what} must be in [0, 1], not {value!r}")
+    return value
+
+
 class ModelDraft(Draft):
     """Wraps any `CausalLM` as a draft, keeping its KV cache in step with the accepted text.
 
@@ -44,9 +51,7 @@ class ModelDraft(Draft):
 
     def __init__(self, model: CausalLM, vocab_size: int | None = None, name: str | None = None,
                  confidence: float = 0.0):
-        if not 0.0 <= confidence <= 1.0:
-            raise ValueError(f"a draft's confidence threshold must be in [0, 1], not {confidence!r}")
-        self.model, self.confidence = model, confidence
+        self.model, self.confidence = model, check_confidence(confidence)
         self.vocab_size = vocab_size or model.vocab_size
         if self.vocab_size < model.vocab_size:
             raise ValueError(

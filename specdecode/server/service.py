@@ -24,6 +24,7 @@ import torch
 
 from ..analysis import check_gamma
 from ..drafts.base import Draft
+from ..drafts.model import check_confidence
 from ..engine import Generation, Round, TokenLogprob, timing_free
 from ..load import Target, add_prompt_paths, default_draft, load_draft, load_target
 from ..models.base import CausalLM
@@ -98,9 +99,7 @@ class Service:
                  max_prompt_tokens: int, max_tokens: int, max_queue: int = 16, request_timeout: float = 300.0,
                  sequences: int = 4, draft_confidence: float | None = None):
         check_gamma(gamma, auto=True)
-        if draft_confidence is not None and not 0.0 <= draft_confidence <= 1.0:
-            raise ValueError(f"a draft's confidence threshold must be in [0, 1], not {draft_confidence!r}")
-        self.draft_confidence = draft_confidence
+        self.draft_confidence = draft_confidence if draft_confidence is None else check_confidence(draft_confidence)
         if max_prompt_tokens < 1 or max_tokens < 1 or max_queue < 1 or sequences < 1 or not request_timeout > 0:
             raise ValueError("max_prompt_tokens, max_tokens, max_queue and sequences must be >= 1, "
                              "request_timeout > 0")
