@@ -10,7 +10,11 @@ round's drafting: gamma draft passes of T_d(1), the first also feeding the last 
 accepted every draft (T_d(2), with probability alpha^gamma), T_d(k) a line fitted as T(k) is to the draft's passes
 (or, for a reproducible schedule, fixed costs instead of timings: see `AdaptiveGamma.reproducible`). A first pass
 that feeds a longer backlog (text decoded plainly or copied since the draft last ran) costs a one-time catch-up,
-not a dearer draft: the line prices it per token instead of raising T_d(1). gamma = 0 is plain decoding, chosen
+not a dearer draft: the line prices it per token instead of raising T_d(1). That catch-up, T_d(1 + behind) - T_d(1)
+(a new request's first: its whole prompt), is paid once for the rest of the request, so a round is charged its
+share of it, per token it expects over the tokens the request may still write; where that share makes drafting not
+pay (a short answer after a long prompt, on a CPU where drafting gains little), the request decodes plainly and
+never pays for the draft's prefill. gamma = 0 is plain decoding, chosen
 when the draft would not pay even at alpha's upper bound (a plain round measures nothing of alpha: near the margin
 drafting is the cheap way to find out); every `explore_every` plain rounds (4x that while drafting looks hopeless)
 it then still drafts one token, so that alpha keeps being measured. With T flat and T_d flat at c T(1) this is
@@ -156,9 +160,14 @@ class AdaptiveGamma:
         mean, n = self.acceptance(copied), sum(self._copied) if copied else self._accepted + self._rejected
         return min(1.0, mean + math.sqrt(mean * (1 - mean) / (n + 1)))
 
-    def rate(self, gamma: int, copied: bool = False, alpha: float | None = None) -> float:
+    def catch_up_time(self, behind: int) -> float:
+        """Estimated time for the draft to feed `behind` tokens it missed, beyond the pass it makes anyway."""
+        return self.draft_time(1 + behind) - self.draft_time(1) if behind else 0.0
+
+    def rate(self, gamma: int, copied: bool = False, alpha: float | None = None, owed: float = 0.0) -> float:
         """Expected tokens per second with this gamma, for the draft's guesses or for a copy (no draft pass), at
-        alpha (default: the measured acceptance rate)."""
+        alpha (default: the measured acceptance rate); owed: seconds of catch-up charged per token a drafting
+        round expects (`choose`)."""
         alpha = self.acceptance(copied) if alpha is None else alpha
         go_on = 1.0 if copied else 1.0 - self.stop_rate
         if go_on == 1.0:
@@ -166,25 +175,30 @@ class AdaptiveGamma:
         else:  # the j-th guess made with probability go_on^(j - 1), kept with alpha^j
             tokens = 1.0 + sum(alpha**j * go_on ** (j - 1) for j in range(1, gamma + 1))
         verified = 1.0 + self.expected_guesses(gamma, copied)
-        return tokens / (self.target_time(verified) + (0.0 if copied else self.drafting_time(gamma)))
+        drafting = 0.0 if copied else self.drafting_time(gamma) + (owed * tokens if gamma else 0.0)
+        return tokens / (self.target_time(verified) + drafting)
 
-    def _best(self, copied: bool, alpha: float | None = None) -> int:
+    def _best(self, copied: bool, alpha: float | None = None, owed: float = 0.0) -> int:
         """The gamma with the highest `rate` at alpha (the shortest of equals)."""
-        return max(range(self.max_gamma + 1), key=lambda g: (self.rate(g, copied, alpha), -g))
+        return max(range(self.max_gamma + 1), key=lambda g: (self.rate(g, copied, alpha, owed), -g))
 
     def choose(self, copied: bool = False, behind: int = 0, remaining: int | None = None) -> int:
         """gamma for this round; copied: its proposal will be copied from the context (`Draft.copies`). behind (the
         tokens the draft has yet to catch up on, `Draft.behind`) and remaining (the tokens the request may still
-        write) do not change a lone request's choice: its catch-up is paid once for the rest of its rounds. The
-        server's allotment prices them (`Scheduler.allot`)."""
-        best = self._best(copied)
+        write; None: no end in sight): the catch-up, paid once, is charged to each drafting round by the tokens it
+        expects, over remaining (as the server's allotment does: `Scheduler.allot`)."""
+        owed = self.catch_up_time(behind) / max(1, remaining) if behind and remaining and not copied else 0.0
+        best = self._best(copied, owed=owed)
         if best == 0:
             # A plain round measures nothing of alpha, so plain decoding is chosen only where drafting would not pay
             # even at alpha's upper bound: near the margin it drafts (as the bound would have it), and what it
             # measures settles the question for this text. (Else a low alpha carried over from other text keeps a
             # well-drafted one plain: it is measured only by the exploring rounds below, one decision at a time.)
-            if hopeful := self._best(copied, self.hopeful_acceptance(copied)):
+            hopeful_alpha = self.hopeful_acceptance(copied)
+            if hopeful := self._best(copied, hopeful_alpha, owed):
                 return hopeful
+            if owed and self._best(copied, hopeful_alpha):  # the catch-up alone makes drafting not pay: alpha is not
+                return 0  # in question, so nothing to explore (an exploring round would pay for the whole catch-up)
             self._forget(copied)
             self._plain_rounds[copied] += 1
             # Keep measuring alpha while plain decoding wins; four times less often while drafting looks hopeless

@@ -10,6 +10,7 @@ from tiny import save_model, tiny_gpt2, tiny_llama, word_tokenizer
 from specdecode import SamplingConfig, generate, generate_plain
 from specdecode.cli import main
 from specdecode.cpu import capability
+from specdecode.drafts.model import ModelDraft
 from specdecode.load import load_draft, load_target
 from specdecode.models.hf import HFCausalLM, load_hf_model
 from specdecode.models.kernels import kernel_isa
@@ -250,6 +251,27 @@ def test_a_prompt_sharing_its_start_with_the_cached_one_reuses_its_cells(smollm2
     cached.rollback(0)
     monkeypatch.setattr(model, "feature_layers", (2,))
     check(second, 0)
+
+
+def test_a_drafts_catch_up_leaves_out_the_cells_its_model_will_reuse(smollm2_native, monkeypatch):
+    """A new prompt's catch-up (`Draft.behind`, which adaptive gamma prices) counts only what the draft's model will
+    compute: a prompt sharing its start with the last one (a chat's earlier turns) reuses those cells."""
+    model = smollm2_native.model
+    monkeypatch.setattr(model, "feature_layers", ())  # (a feature draft loaded by an earlier test sets them)
+    sequence = model.sequence(3)
+    sequence.rollback(0)
+    sequence.extend(torch.tensor([1]), keep=1)  # (whatever it held before)
+    draft = ModelDraft(sequence)
+    shared = (torch.arange(40) * 37 % 5000 + 100).tolist()
+    first, second = [*shared, 7, 8, 9], [*shared, 11, 12, 13, 14]
+    draft.begin(first)
+    assert draft.behind(first) == len(first) - 1  # (its last token rides in the first draft pass)
+    draft.propose(first, 2, SamplingConfig(), None)
+    draft.begin(second)
+    before = model.reused_tokens
+    assert draft.behind(second) == len(second) - 1 - len(shared)
+    draft.propose(second, 2, SamplingConfig(), None)
+    assert model.reused_tokens - before == len(shared)
 
 
 def test_greedy_speculative_output_is_bitwise_plain(smollm2_native):

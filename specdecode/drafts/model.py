@@ -102,7 +102,10 @@ class ModelDraft(Draft):
 
     def behind(self, context: list[int]) -> int:
         view = context[self.start:]
-        return max(0, len(view) - 1 - self._common_prefix(view))
+        keep = self._common_prefix(view)
+        if not self.cached:  # a prompt: the cells the model kept of an earlier one are not fed again (a chat's turns)
+            keep = max(keep, self.model.cached(view))
+        return max(0, len(view) - 1 - keep)
 
     def propose(
         self, context: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator | None

@@ -372,7 +372,7 @@ class Allotted(AdaptiveGamma):
         self._shared = len(scheduler.leased) > 1
         self.copied, self.behind, self.remaining = copied, behind, remaining
         if not self._shared:
-            return super().choose(copied)
+            return super().choose(copied, behind, remaining)
         return scheduler.allot(self.max_gamma).get(self.lease.id, 0)
 
     def update(self, drafted: int, accepted: int, target_seconds: float | None = None,
