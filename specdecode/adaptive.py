@@ -8,17 +8,18 @@ with alpha the running acceptance rate (a Beta prior, then exponentially forgett
 time of a target pass of k tokens (a straight line fitted online: on CPU a verify pass is not free), and D(gamma) the
 round's drafting: gamma draft passes of T_d(1), the first also feeding the last round's last draft when that round
 accepted every draft (T_d(2), with probability alpha^gamma), T_d(k) a line fitted as T(k) is to the draft's passes
-(or, for a reproducible schedule, fixed costs instead of timings: see `AdaptiveGamma.reproducible`). A first pass
-that feeds a longer backlog (text decoded plainly or copied since the draft last ran) costs a one-time catch-up,
-not a dearer draft: the line prices it per token instead of raising T_d(1). That catch-up, T_d(1 + behind) - T_d(1)
-(a new request's first: its whole prompt), is paid once for the rest of the request, so a round is charged its
-share of it, per token it expects over the tokens the request may still write; where that share makes drafting not
-pay (a short answer after a long prompt, on a CPU where drafting gains little), the request decodes plainly and
-never pays for the draft's prefill. gamma = 0 is plain decoding, chosen
-when the draft would not pay even at alpha's upper bound (a plain round measures nothing of alpha: near the margin
-drafting is the cheap way to find out); every `explore_every` plain rounds (4x that while drafting looks hopeless)
-it then still drafts one token, so that alpha keeps being measured. With T flat and T_d flat at c T(1) this is
-exactly `analysis.best_gamma(alpha, c)` wherever plain decoding is not a near thing.
+(or, for a reproducible schedule, fixed costs instead of timings: see `AdaptiveGamma.reproducible`). gamma = 0 is
+plain decoding, chosen when the draft would not pay even at alpha's upper bound (a plain round measures nothing of
+alpha: near the margin drafting is the cheap way to find out); every `explore_every` plain rounds (4x that while
+drafting looks hopeless) it then still drafts one token, so that alpha keeps being measured. With T flat and T_d
+flat at c T(1) this is exactly `analysis.best_gamma(alpha, c)` wherever plain decoding is not a near thing.
+
+A first pass that feeds a longer backlog (text decoded plainly or copied since the draft last ran) costs a one-time
+catch-up, not a dearer draft: the line prices it per token instead of raising T_d(1). That catch-up,
+T_d(1 + behind) - T_d(1) (a new request's first: its whole prompt), is paid once for the rest of the request, so a
+round is charged its share of it, per token it expects, over the tokens the request may still write. Where that
+share makes drafting not pay (a short answer after a long prompt, on a CPU where drafting gains little), the request
+decodes plainly and never pays for the draft's prefill; no exploring round either, which would pay all of it.
 
 A draft that stops short of gamma when unsure (`ModelDraft`'s confidence, `Proposal.stopped`) is priced with its
 measured stop rate s, the share of its guesses after which it stopped: its j-th guess is made with probability
@@ -194,11 +195,10 @@ class AdaptiveGamma:
             # even at alpha's upper bound: near the margin it drafts (as the bound would have it), and what it
             # measures settles the question for this text. (Else a low alpha carried over from other text keeps a
             # well-drafted one plain: it is measured only by the exploring rounds below, one decision at a time.)
-            hopeful_alpha = self.hopeful_acceptance(copied)
-            if hopeful := self._best(copied, hopeful_alpha, owed):
+            if hopeful := self._best(copied, self.hopeful_acceptance(copied), owed):
                 return hopeful
-            if owed and self._best(copied, hopeful_alpha):  # the catch-up alone makes drafting not pay: alpha is not
-                return 0  # in question, so nothing to explore (an exploring round would pay for the whole catch-up)
+            if owed:  # no exploring round while the draft is behind: it would pay the whole catch-up to measure alpha
+                return 0
             self._forget(copied)
             self._plain_rounds[copied] += 1
             # Keep measuring alpha while plain decoding wins; four times less often while drafting looks hopeless

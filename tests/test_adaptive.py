@@ -174,22 +174,30 @@ def test_a_catch_up_the_rest_of_the_request_cannot_repay_is_not_paid():
     """A draft that pays (alpha 0.8, a pass 0.25 of the target's, the target's line 1 + 0.1 (k - 1)) but is 100 tokens
     behind (a new request's prompt), a token of catch-up costing 0.1: drafting saves ~0.28 of a pass a token, so with
     400 tokens to write it repays the 10 passes' catch-up and drafts; with 20 it would not, and the request decodes
-    plainly, without exploring rounds (each would pay the whole catch-up); with nothing to catch up it drafts."""
+    plainly, without exploring rounds (each would pay the whole catch-up), as does a draft that never pays (alpha
+    0.02), which explores only when it has nothing to catch up; with nothing to catch up the good draft drafts."""
     draft_pass = lambda k: 0.25 + 0.1 * (k - 1)  # noqa: E731
-    controller, rng = AdaptiveGamma(max_gamma=8, prior_alpha=0.8), random.Random(0)
-    for i in range(600):
-        gamma = controller.choose()
-        accepted = 0
-        while accepted < gamma and rng.random() < 0.8:
-            accepted += 1
-        passes = tuple((k, draft_pass(k)) for k in ([4 if i % 3 == 0 else 1] + [1] * (gamma - 1))[:gamma])
-        controller.update(gamma, accepted, 1 + 0.1 * gamma, sum(s for _, s in passes), gamma, pass_times=passes)
-    assert controller.catch_up_time(100) == pytest.approx(10.0, rel=0.05)
+
+    def measured(alpha: float) -> AdaptiveGamma:
+        controller, rng = AdaptiveGamma(max_gamma=8, prior_alpha=0.8), random.Random(0)
+        for i in range(600):
+            gamma = controller.choose()
+            accepted = 0
+            while accepted < gamma and rng.random() < alpha:
+                accepted += 1
+            passes = tuple((k, draft_pass(k)) for k in ([4 if i % 3 == 0 else 1] + [1] * (gamma - 1))[:gamma])
+            controller.update(gamma, accepted, 1 + 0.1 * gamma, sum(s for _, s in passes), gamma, pass_times=passes)
+        return controller
+
+    good, useless = measured(0.8), measured(0.02)
+    assert good.catch_up_time(100) == pytest.approx(10.0, rel=0.05) and useless.catch_up_time(100) > 5.0
     best = max(range(9), key=lambda g: analysis.expected_tokens(0.8, g) / (1 + 0.1 * g + 0.25 * g) if g else 1.0)
     saved = 1 - (1 + 0.1 * best + 0.25 * best) / analysis.expected_tokens(0.8, best)  # passes a token
     assert 20 * saved < 10.0 < 400 * saved
-    assert controller.choose(behind=100, remaining=400) > 0 and controller.choose(behind=0, remaining=20) > 0
-    assert {controller.choose(behind=100 + i, remaining=20 - i % 20) for i in range(100)} == {0}
+    assert good.choose(behind=100, remaining=400) > 0 and good.choose(behind=0, remaining=20) > 0
+    assert {good.choose(behind=100 + i, remaining=20 - i % 20) for i in range(100)} == {0}
+    assert {useless.choose(behind=100, remaining=20) for _ in range(100)} == {0}
+    assert {useless.choose() for _ in range(100)} == {0, 1}
 
 
 def test_the_model_draft_times_each_pass_with_the_tokens_it_fed():
