@@ -73,7 +73,8 @@ class Draft(Protocol):
 
     def behind(self, context: list[int]) -> int:
         """Tokens of the context its model has not yet seen, to feed before its next guess: a deferred prompt
-        prefill, or text decoded or copied without it (0 for drafts that keep no cache). The server prices them."""
+        prefill, or text decoded or copied without it (0 for drafts that keep no cache). Adaptive gamma prices
+        the catch-up they cost (`AdaptiveGamma.choose`, the server's allotment)."""
         return 0
 
     def fork(self, sequence: Callable[[CausalLM], CausalLM]) -> Draft:
