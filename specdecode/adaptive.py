@@ -34,10 +34,20 @@ draft model's guesses would not pay, and the model's rounds are not judged by th
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .analysis import expected_tokens
 from .models.base import VERIFY_SLOPE, CausalLM
+
+
+def catch_up_owed(draft_time: Callable[[int], float], behind: int, remaining: int | None) -> float:
+    """Seconds of a draft's catch-up charged to each token a drafting round expects: feeding the `behind` tokens it
+    missed costs T_d(1 + behind) - T_d(1) beyond the pass it makes anyway, paid once and spread over the `remaining`
+    tokens the request may still write (None: no end in sight, so nothing is charged). The lone request's
+    controller (`AdaptiveGamma.choose`) and the server's allotment (`Scheduler.allot`) both price it so."""
+    if not behind or not remaining:
+        return 0.0
+    return (draft_time(1 + behind) - draft_time(1)) / remaining
 
 
 class PassTimes:
@@ -161,10 +171,6 @@ class AdaptiveGamma:
         mean, n = self.acceptance(copied), sum(self._copied) if copied else self._accepted + self._rejected
         return min(1.0, mean + math.sqrt(mean * (1 - mean) / (n + 1)))
 
-    def catch_up_time(self, behind: int) -> float:
-        """Estimated time for the draft to feed `behind` tokens it missed, beyond the pass it makes anyway."""
-        return self.draft_time(1 + behind) - self.draft_time(1) if behind else 0.0
-
     def rate(self, gamma: int, copied: bool = False, alpha: float | None = None, owed: float = 0.0) -> float:
         """Expected tokens per second with this gamma, for the draft's guesses or for a copy (no draft pass), at
         alpha (default: the measured acceptance rate); owed: seconds of catch-up charged per token a drafting
@@ -187,8 +193,8 @@ class AdaptiveGamma:
         """gamma for this round; copied: its proposal will be copied from the context (`Draft.copies`). behind (the
         tokens the draft has yet to catch up on, `Draft.behind`) and remaining (the tokens the request may still
         write; None: no end in sight): the catch-up, paid once, is charged to each drafting round by the tokens it
-        expects, over remaining (as the server's allotment does: `Scheduler.allot`)."""
-        owed = self.catch_up_time(behind) / max(1, remaining) if behind and remaining and not copied else 0.0
+        expects, over remaining (`catch_up_owed`)."""
+        owed = 0.0 if copied else catch_up_owed(self.draft_time, behind, remaining)
         best = self._best(copied, owed=owed)
         if best == 0:
             # A plain round measures nothing of alpha, so plain decoding is chosen only where drafting would not pay

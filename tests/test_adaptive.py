@@ -8,7 +8,7 @@ import time
 import pytest
 
 from specdecode import analysis, generate
-from specdecode.adaptive import AdaptiveGamma
+from specdecode.adaptive import AdaptiveGamma, catch_up_owed
 from specdecode.drafts.model import ModelDraft
 from specdecode.sampling import GREEDY, SamplingConfig
 from specdecode.toy import BigramLM, bigram_pair
@@ -190,7 +190,10 @@ def test_a_catch_up_the_rest_of_the_request_cannot_repay_is_not_paid():
         return controller
 
     good, useless = measured(0.8), measured(0.02)
-    assert good.catch_up_time(100) == pytest.approx(10.0, rel=0.05) and useless.catch_up_time(100) > 5.0
+    assert catch_up_owed(good.draft_time, 100, 1) == pytest.approx(10.0, rel=0.05)
+    assert catch_up_owed(useless.draft_time, 100, 1) > 5.0
+    assert catch_up_owed(good.draft_time, 100, 400) == pytest.approx(10.0 / 400, rel=0.05)
+    assert catch_up_owed(good.draft_time, 100, None) == catch_up_owed(good.draft_time, 0, 400) == 0.0
     best = max(range(9), key=lambda g: analysis.expected_tokens(0.8, g) / (1 + 0.1 * g + 0.25 * g) if g else 1.0)
     saved = 1 - (1 + 0.1 * best + 0.25 * best) / analysis.expected_tokens(0.8, best)  # passes a token
     assert 20 * saved < 10.0 < 400 * saved

@@ -326,10 +326,11 @@ def test_a_draft_pass_costs_what_its_rows_cost():
 def test_a_draft_that_is_behind_gets_rows_only_where_its_catch_up_pays_over_the_request():
     """Two requests alike (alpha 0.9) on cheap target rows, the draft's pass 4 ms + 1 ms a row fed. Where one's draft
     has yet to feed 300 tokens (its deferred prefill) and its request has 4 tokens left, the catch-up (300 ms) cannot
-    pay: it gets no rows, the other does. With 2000 tokens left, the catch-up is spread thin: both draft alike."""
+    pay: it gets no rows, the other does. With 2000 tokens left, the catch-up is spread thin: both draft alike; with no
+    end in sight (remaining None), as a lone request's controller prices it (`catch_up_owed`), nothing is charged."""
     target, draft_model = prefix_pair()
     allotted = {}
-    for remaining in (4, 2000):
+    for remaining in (4, 2000, None):
         scheduler = Scheduler(target, ModelDraft(draft_model), sequences=4)
         cold, warm = acquired(scheduler), acquired(scheduler)
         for lease in (cold, warm):
@@ -345,6 +346,7 @@ def test_a_draft_that_is_behind_gets_rows_only_where_its_catch_up_pays_over_the_
         allotted[remaining] = (gamma[cold.id], gamma[warm.id])
     assert allotted[4][0] == 0 < allotted[4][1]
     assert allotted[2000][0] == allotted[2000][1] > 0
+    assert allotted[None][0] == allotted[None][1] > 0
 
 
 def test_a_request_starts_from_what_the_last_one_measured():

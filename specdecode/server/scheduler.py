@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 import anyio
 import torch
 
-from ..adaptive import AdaptiveGamma, PassTimes
+from ..adaptive import AdaptiveGamma, PassTimes, catch_up_owed
 from ..analysis import expected_tokens
 from ..drafts.base import Draft
 from ..models.base import CausalLM
@@ -265,26 +265,22 @@ class Scheduler:
         alphas = {lease.id: lease.controller.acceptance(lease.controller.copied) for lease in leases
                   if lease.controller is not None}
         copies = {lease.id for lease in leases if lease.controller is not None and lease.controller.copied}
-        catch_up = {lease.id: (lease.controller.behind, max(1, lease.controller.remaining or 1)) for lease in leases
-                    if lease.controller is not None and lease.controller.behind}
         gamma = dict.fromkeys(alphas, 0)
         rows, expected = len(leases), float(len(leases))
         t = self.target_times if self.target_times.measured else (lambda k: 1.0 + self.target.verify_slope * (k - 1))
         timed = self.target_times.measured and self.draft_times.measured
+        owed = {lease.id: catch_up_owed(self.draft_times, lease.controller.behind, lease.controller.remaining)
+                for lease in leases if lease.controller is not None} if timed else {}
 
         def rate(rows: int, expected: float, guesses: dict[int, int]) -> float:
             """guesses: {lease id: gamma} drafted by the model; its j-th pass carries a row of each gamma >= j, and a
-            draft that is behind first feeds what it missed: that catch-up, paid once, is spread over the rounds its
-            request has left (its remaining tokens over its expected tokens per round)."""
+            draft that is behind first feeds what it missed: that catch-up, paid once, is charged per token the
+            request's round expects (`catch_up_owed`)."""
             if not timed:
                 return expected / t(rows)
             drafting = sum(self.draft_times(sum(g >= j for g in guesses.values()))
                            for j in range(1, max(guesses.values(), default=0) + 1))
-            for i, g in guesses.items():
-                if g and i in catch_up:
-                    behind, remaining = catch_up[i]
-                    per_round = expected_tokens(alphas[i], g)
-                    drafting += (self.draft_times(1 + behind) - self.draft_times(1)) * per_round / remaining
+            drafting += sum(owed[i] * expected_tokens(alphas[i], g) for i, g in guesses.items() if g)
             return expected / (t(rows) + drafting)
 
         while True:  # add the rows that raise the rate most, until none do
