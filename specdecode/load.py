@@ -320,8 +320,7 @@ def load_gguf_native(path: Path, dtype: str, name: str, for_draft: bool = False)
     """A GGUF file on the native engine, its weights read straight from the file's blocks (models/gguf_weights.py),
     in int4-dot8 once per machine and from the converted copy after that (models/converted.py). A draft's passes
     need no batch invariance, and its finer-than-Q4_K matrices go to int4 like the rest: the 0.5B then drafts a token
-    in 20 ms instead of 36 (docs/real-pair.md); its down projection reads 8-bit inputs (its prompt rows 14% cheaper);
-    its q may differ from its file's, the rule stays exact."""
+    in 20 ms instead of 36 (docs/real-pair.md); its q may differ from its file's, the rule stays exact."""
     from .models import converted
 
     fmt = gguf_format(dtype)
@@ -335,8 +334,7 @@ def add_prompt_paths(target: Target, draft: Draft | None, long_lived: bool) -> l
     the format `linear.prompt_format` picks for this CPU, where it picks one -> the names of the models given one.
     Twins' build (every matrix dequantised again: ~8 s for the 1.5B on a 2-core Xeon, and its bf16 copy's 2.6 GB)
     pays back over many prompts, not over one: SPECDECODE_PROMPT_PATH=auto (the default) builds them for long-lived
-    processes (the server, the benches) and not for one-shot commands; on and off force it. The int4-dot8 path
-    costs nothing to give (auto: always), and only to models whose matrices read 16-bit inputs (a target's)."""
+    processes (the server, the benches) and not for one-shot commands; on and off force it."""
     setting = os.environ.get("SPECDECODE_PROMPT_PATH", "auto").strip().lower() or "auto"
     _check_choice(setting, ("auto", "on", "off"), "SPECDECODE_PROMPT_PATH setting")
     if setting == "off":
@@ -348,9 +346,7 @@ def add_prompt_paths(target: Target, draft: Draft | None, long_lived: bool) -> l
     given = []
     for model in models:
         fmt = prompt_format(model.format, capability()) if isinstance(model, NativeLlama) else None
-        if fmt == "int4-dot8" and not model.precise_inputs:
-            fmt = None  # (every matrix reads 8-bit inputs already: a draft's)
-        if fmt is not None and fmt != model.format and setting == "auto" and not long_lived:
+        if fmt is not None and setting == "auto" and not long_lived:
             fmt = None  # (twins cost a build that one prompt does not pay back)
         if fmt is not None and model.prompt_format is None:
             model.add_prompt_path(fmt, progress=f"{model.name}: prompt path ({fmt})")

@@ -151,8 +151,7 @@ def test_a_batched_pass_gives_each_sequence_bitwise_its_own_rows(fmt, smollm2_na
 def test_the_layer_kernel_computes_the_python_layer(make, tmp_path):
     """An int4-dot8 layer runs in one C++ call (layer.cpp); the Python steps of `LlamaLayer` give the same rows to
     float rounding (1e-5 of the largest), and the same keys and values in each sequence's cache, for two sequences
-    with cached tokens in one pass; likewise with the first sequence's rows coarse (a prompt's rows on the int4-dot8
-    prompt path: the down projection's inputs in one int8 half), which changes those rows and no others."""
+    with cached tokens in one pass."""
     from specdecode.models.llama import KeyPositions, Segment
 
     model = make(vocab_size=48)
@@ -169,23 +168,20 @@ def test_the_layer_kernel_computes_the_python_layer(make, tmp_path):
     cos, sin = native.cos[positions][None], native.sin[positions][None]
     caches = torch.randn(2, 2, 1, shape.kv_heads, 32, shape.head_dim)  # [a / b, k / v, 1, KV, S, hd]
 
-    def run(kernel, coarse=0):
+    def run(kernel):
         if not kernel:
             layer.__dict__["_kernel"] = None  # (the cached property, emptied: the Python steps)
         c = caches.clone()
         segments = [Segment(0, 3, c[0, 0], c[0, 1], 3, 3, 32, KeyPositions(positions[:3])),
                     Segment(3, 4, c[1, 0], c[1, 1], 9, 4, 32, KeyPositions(positions[3:]))]
-        out = layer(x, shape, cos, sin, segments, coarse)
+        out = layer(x, shape, cos, sin, segments)
         layer.__dict__.pop("_kernel", None)
         return out, c
 
-    for coarse in (0, 3):
-        (ours, our_caches), (theirs, their_caches) = run(True, coarse), run(False, coarse)
-        torch.testing.assert_close(ours, theirs, atol=1e-5 * theirs.abs().max().item(), rtol=0)
-        torch.testing.assert_close(our_caches, their_caches, atol=1e-5 * their_caches.abs().max().item(), rtol=0)
-        assert not torch.equal(our_caches, caches)  # the new keys and values were written
-    fine, coarse = run(True)[0][0], run(True, 3)[0][0]
-    assert torch.equal(fine[3:], coarse[3:]) and not torch.equal(fine[:3], coarse[:3])
+    (ours, our_caches), (theirs, their_caches) = run(True), run(False)
+    torch.testing.assert_close(ours, theirs, atol=1e-5 * theirs.abs().max().item(), rtol=0)
+    torch.testing.assert_close(our_caches, their_caches, atol=1e-5 * their_caches.abs().max().item(), rtol=0)
+    assert not torch.equal(our_caches, caches)  # the new keys and values were written
 
 
 def test_batch_invariance_holds_across_a_key_block_boundary(smollm2_native):

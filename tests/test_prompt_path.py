@@ -1,9 +1,8 @@
 """The prompt path (`NativeLlama.add_prompt_path`): a prompt's rows computed through twins of the int4-dot8 layers in
-another format, or through the int4-dot8 layers themselves reading every input in one int8 half (the path of CPUs
-without AMX-BF16), every other row through int4-dot8 as it is. A row's path must follow its role, never the pass it
+another format, every other row through int4-dot8 as it is. A row's path must follow its role, never the pass it
 is in: the same bits alone, in chunks, beside other sequences, served by the scheduler; cells reused only by rows of
-their own path; greedy speculative output still plain output. int4-dot8's path and int8 twins run on every CPU;
-bf16-onednn's (the path AMX-BF16 machines get) where the CPU has native bf16 matmuls."""
+their own path; greedy speculative output still plain output. int8 twins run on every CPU; bf16-onednn's (the path
+AMX-BF16 machines get) where the CPU has native bf16 matmuls."""
 
 import pytest
 import torch
@@ -12,10 +11,9 @@ from test_scheduler import GREEDY, SAMPLED, alone, together
 from specdecode import SamplingConfig, generate, generate_plain
 from specdecode.cpu import capability
 from specdecode.drafts.model import ModelDraft
-from specdecode.models.dot8 import Packed
 from specdecode.models.kernels import kernel_isa
 from specdecode.models.native import PROMPT_LEAST, load_native
-from specdecode.server.scheduler import PREFILL_CHUNK, Scheduler
+from specdecode.server.scheduler import Scheduler
 
 pytestmark = pytest.mark.skipif(kernel_isa(capability()) is None, reason="int4-dot8 (the path twinned) needs AVX2")
 TWINS = ["int8"] + (["bf16-onednn"] if capability().bf16_matmul else [])
@@ -28,19 +26,9 @@ def _with_path(smollm2_native, fmt: str):
     return model
 
 
-@pytest.fixture(scope="module", params=["int4-dot8", *TWINS])
+@pytest.fixture(scope="module", params=TWINS)
 def pathed(request, smollm2_native):
     return _with_path(smollm2_native, request.param)
-
-
-@pytest.fixture(scope="module", params=TWINS)
-def twinned(request, smollm2_native):
-    return _with_path(smollm2_native, request.param)
-
-
-def chunk_of(model) -> int:
-    """Prompt rows a server's chunk holds: the twins' pieces, or the scheduler's own chunk."""
-    return model.prompt_chunk or PREFILL_CHUNK
 
 
 def ids(n: int, seed: int = 0) -> torch.Tensor:
@@ -50,7 +38,7 @@ def ids(n: int, seed: int = 0) -> torch.Tensor:
 def test_a_prompt_row_is_the_same_alone_in_chunks_and_beside_other_sequences(pathed):
     """Whole, or in the server's chunks (which end where the prompt path's pieces do) beside other sequences' rows,
     prompt rows of its own included."""
-    model, other, chunk = pathed, pathed.sequence(1), chunk_of(pathed)
+    model, other, chunk = pathed, pathed.sequence(1), pathed.prompt_chunk
     prompt, more = ids(2 * chunk + 7), torch.tensor([7, 8, 9])
     model.clear()
     whole = model.prefill(prompt)
@@ -70,10 +58,10 @@ def test_a_prompt_row_is_the_same_alone_in_chunks_and_beside_other_sequences(pat
 
 
 
-def test_prompt_rows_go_through_the_twins_in_pieces_fixed_by_their_cells(twinned, monkeypatch):
+def test_prompt_rows_go_through_the_twins_in_pieces_fixed_by_their_cells(pathed, monkeypatch):
     """One product per matrix per piece (cells 0..chunk - 1, chunk..): the rows a product holds, and so their bits
     (oneDNN's change with the count), are the same however the prompt is cut into passes."""
-    model, chunk = twinned, twinned.prompt_chunk
+    model, chunk = pathed, pathed.prompt_chunk
     seen = []
     qkv = type(model.prompt_layers[0].qkv)
     call = qkv.__call__
@@ -103,7 +91,7 @@ def test_cells_are_reused_only_by_rows_of_the_path_that_wrote_them(pathed):
     computed again, on the prompt path."""
     model, fresh = pathed, pathed.sequence(2)
     model.feature_layers = ()
-    first = ids(chunk_of(pathed) + 40)
+    first = ids(pathed.prompt_chunk + 40)
     model.clear()
     model.prefill(first)
     answer = ids(6, 5)
@@ -112,7 +100,7 @@ def test_cells_are_reused_only_by_rows_of_the_path_that_wrote_them(pathed):
     before = model.reused_tokens
     model.rollback(0)
     logits = model.prefill(turn)
-    assert model.reused_tokens - before == (pathed.prompt_chunk or len(first) - 1)
+    assert model.reused_tokens - before == pathed.prompt_chunk
     fresh.clear()
     assert torch.equal(logits, fresh.prefill(turn))
     before = model.reused_tokens
@@ -137,7 +125,7 @@ def test_greedy_speculative_output_is_bitwise_plain_with_a_prompt_path(pathed, s
 def test_requests_served_together_get_what_they_get_alone_with_a_prompt_path(clients, pathed, smollm2_native):
     """Prompts longer than a chunk, so that served beside others they are prefilled a chunk (`prompt_chunk` rows,
     or the scheduler's own chunk) a pass; the draft has a prompt path of its own."""
-    target, chunk = pathed, chunk_of(pathed)
+    target, chunk = pathed, pathed.prompt_chunk
     draft_model = load_native(smollm2_native.source, "int4-dot8")
     draft_model.add_prompt_path(target.prompt_format)
     draft = ModelDraft(draft_model)
@@ -149,10 +137,10 @@ def test_requests_served_together_get_what_they_get_alone_with_a_prompt_path(cli
     assert any(len(p["rows"]) > 1 and max(n for _, n in p["rows"]) == chunk for p in scheduler.passes)
 
 
-def test_every_command_gets_the_prompt_path_that_costs_no_build(smollm2_native, monkeypatch, capsys):
+def test_long_lived_processes_get_twins_where_the_cpu_picks_them(smollm2_native, monkeypatch, capsys):
     """`add_prompt_paths`: where `linear.prompt_format` picks twins (AMX-BF16), long-lived processes get them and
-    one-shot commands only with SPECDECODE_PROMPT_PATH=on; elsewhere every command gets int4-dot8's own path, and a
-    draft whose matrices read 8-bit inputs already none; off never; a bad setting is a one-line error."""
+    one-shot commands only with SPECDECODE_PROMPT_PATH=on; elsewhere no command gets one (int4-dot8 computes a
+    prompt's rows as the others: no twin of a format is itself); off never; a bad setting is a one-line error."""
     from specdecode.cli import main
     from specdecode.load import Target, add_prompt_paths
 
@@ -164,20 +152,17 @@ def test_every_command_gets_the_prompt_path_that_costs_no_build(smollm2_native, 
     target.model.name, draft.model.name = "target", "draft"
     monkeypatch.delenv("SPECDECODE_PROMPT_PATH", raising=False)
     twins = capability().amx_bf16
-    assert add_prompt_paths(target, draft, long_lived=False) == ([] if twins else ["target", "draft"])
+    assert add_prompt_paths(target, draft, long_lived=False) == []
     assert add_prompt_paths(target, draft, long_lived=True) == (["target", "draft"] if twins else [])
     assert (target.model.prompt_layers is not None) == (draft.model.prompt_layers is not None) == twins
-    assert target.model.prompt_format == draft.model.prompt_format == ("bf16-onednn" if twins else "int4-dot8")
+    assert target.model.prompt_format == draft.model.prompt_format == ("bf16-onednn" if twins else None)
     monkeypatch.setenv("SPECDECODE_PROMPT_PATH", "on")
-    assert add_prompt_paths(target, draft, long_lived=False) == []  # (built already)
-    coarse = ModelDraft(fresh().model)
-    for layer in coarse.model.layers:  # a draft's reading (models/gguf_weights.py): 8-bit inputs throughout
-        layer.down.parts = [Packed.from_layout(p.w, p.sub, p.sup, p.bits, 1, p.out_features, p.in_features,
-                                               p.unscale) for p in layer.down.parts]
-    again = fresh()
-    again.model.name, coarse.model.name = "again", "coarse"
-    assert add_prompt_paths(again, coarse, long_lived=True) == (["again", "coarse"] if twins else ["again"])
-    assert (coarse.model.prompt_format is None) != twins
+    assert add_prompt_paths(target, draft, long_lived=False) == []  # (built already, or none to build)
+    solo = fresh()
+    solo.model.name = "solo"
+    assert add_prompt_paths(solo, None, long_lived=False) == (["solo"] if twins else [])
+    with pytest.raises(ValueError, match="another format"):
+        fresh().model.add_prompt_path("int4-dot8")
     monkeypatch.setenv("SPECDECODE_PROMPT_PATH", "off")
     assert add_prompt_paths(fresh(), None, long_lived=True) == []
     monkeypatch.setenv("SPECDECODE_PROMPT_PATH", "sometimes")

@@ -45,10 +45,8 @@ class GGUFWeights:
     """The tensors of one GGUF file, by llama.cpp's names, turned into `Linear`s and dense tensors on request."""
 
     def __init__(self, path: str | Path, keep_finer: bool = True):
-        """keep_finer: hold matrices of finer types than Q4_K finer than 4 bits, and read the down projection's
-        inputs in 16 bits (`Linear`'s precise_inputs), the more accurate choice: a target's; rather than in 4 bits
-        and 8 (the cheaper one: a draft's, whose prompt rows then cost 2.0 ms against 2.3 for the 0.5B on a Zen 4
-        EPYC, docs/bench/prompt-halves)."""
+        """keep_finer: hold matrices of finer types than Q4_K finer than 4 bits (a target's reading) rather than in 4
+        (the cheaper one: a draft's)."""
         self.keep_finer = keep_finer
         try:
             self.reader = GGUFReader(str(path))
@@ -126,16 +124,16 @@ class GGUFWeights:
             blocks = dot8.quantize(self.dense(name), 6 if self.keep_finer else 4)
         return _unpermute(blocks, heads)
 
-    def linear(self, names: list[str], fmt: str, bias: bool = False, permute: list[int | None] | None = None,
-               precise_inputs: bool = False) -> Linear:
+    def linear(self, names: list[str], fmt: str, bias: bool = False, permute: list[int | None] | None = None
+               ) -> Linear:
         """The matrices `names` stacked along N (fused projections) as one Linear in fmt; Q4_K goes to int4 as it
-        is. permute[i]: undo llama.cpp's q/k row permutation for that many heads. precise_inputs: see Linear."""
+        is. permute[i]: undo llama.cpp's q/k row permutation for that many heads."""
         permute = permute or [None] * len(names)
         biases = torch.cat([self.dense(n.replace(".weight", ".bias")) for n in names]) if bias else None
         if fmt == "int4-dot8":  # neighbours with the same bits stacked into one part
             parts = [self.blocks(n, h) for n, h in zip(names, permute, strict=True)]
             runs = [Blocks.cat(list(run)) for _, run in itertools.groupby(parts, key=lambda part: part.bits)]
-            return Linear.from_blocks(runs, bias=biases, precise_inputs=precise_inputs)
+            return Linear.from_blocks(runs, bias=biases)
         q4_k = [self.tensors[n].tensor_type == GGMLQuantizationType.Q4_K for n in names]
         if fmt == "int4" and all(q4_k):
             blocks = Blocks.cat([_unpermute(self.q4_k(n), h) for n, h in zip(names, permute, strict=True)])
@@ -144,7 +142,7 @@ class GGUFWeights:
         weight = torch.cat([_unpermute(self.dense(n), h) for n, h in zip(names, permute, strict=True)])
         if fmt == "int4" and not any(q4_k) and self.keep_finer:
             fmt = "int8"  # 16 levels per 32 weights lose too much of Q6_K / Q5_0 / Q8_0 (docs/real-pair.md)
-        return Linear(weight, biases, fmt, precise_inputs)
+        return Linear(weight, biases, fmt)
 
     def layer(self, i: int, shape: LlamaShape, fmt: str) -> LlamaLayer:
         b, dtype = f"blk.{i}.", activation_dtype(fmt)
@@ -156,7 +154,7 @@ class GGUFWeights:
             o=self.linear([b + "attn_output.weight"], fmt),
             mlp_norm=self.dense(b + "ffn_norm.weight", dtype),
             gate_up=self.linear([b + "ffn_gate.weight", b + "ffn_up.weight"], fmt),
-            down=self.linear([b + "ffn_down.weight"], fmt, precise_inputs=self.keep_finer),  # (a draft: 8 bits)
+            down=self.linear([b + "ffn_down.weight"], fmt),
         )
 
 

@@ -8,9 +8,7 @@
 // segment's keys and values go into its own cache at slots start .. start + count - 1, and its rows attend that
 // cache (row r: slots 0 .. start + r). Every row goes through the same operations whatever T and the other
 // segments are (dot8.cpp's products and attention.cpp's rows are batch invariant, the rest is per row), so a row is
-// bitwise what the sequence's own pass gives it. The first `coarse` rows (a prompt's, on the prompt path of a CPU
-// without AMX-BF16: models/native.py) read every matrix's inputs in one int8 half, the down projection's included;
-// the others read each matrix's inputs in its own number of halves.
+// bitwise what the sequence's own pass gives it. Each matrix reads its inputs in its own number of int8 halves.
 #include <ATen/core/Tensor.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty_like.h>
@@ -51,13 +49,10 @@ std::vector<Linear> linears(at::TensorList weights, at::IntArrayRef parts, at::I
   return out;
 }
 
-// y [T, N] = x [T, K] W^T for one of the layer's linears, rows 0 .. coarse - 1 reading x in one half (each row's
-// products are the same whatever the rows beside it: dot8.cpp).
-void product(const float* x, int64_t T, int64_t K, const Linear& linear, int64_t coarse, int64_t isa, float* y,
-             int64_t N) {
-  const int64_t first = linear.halves == 1 ? 0 : std::min(coarse, T);
-  if (first > 0) specdecode::dot8_linear(x, first, K, linear.parts, 1, isa, y, N);
-  if (first < T) specdecode::dot8_linear(x + first * K, T - first, K, linear.parts, linear.halves, isa, y + first * N, N);
+// y [T, N] = x [T, K] W^T for one of the layer's linears (each row's products are the same whatever the rows beside
+// it: dot8.cpp).
+void product(const float* x, int64_t T, int64_t K, const Linear& linear, int64_t isa, float* y, int64_t N) {
+  specdecode::dot8_linear(x, T, K, linear.parts, linear.halves, isa, y, N);
 }
 
 // y [T, D] = weight * x / sqrt(mean(x^2) + eps), row by row.
@@ -103,11 +98,10 @@ at::Tensor dot8_layer(const at::Tensor& x, const at::Tensor& attn_norm, const at
                       at::ArrayRef<double> unscales, at::IntArrayRef halves, const c10::optional<at::Tensor>& qkv_bias,
                       int64_t heads, int64_t kv_heads, int64_t hd, const at::Tensor& cos, const at::Tensor& sin,
                       at::TensorList k_caches, at::TensorList v_caches, at::IntArrayRef firsts,
-                      at::IntArrayRef counts, at::IntArrayRef starts, int64_t isa, int64_t coarse) {
+                      at::IntArrayRef counts, at::IntArrayRef starts, int64_t isa) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(), "x: contiguous float32 [T, D]");
   const int64_t T = x.size(0), D = x.size(1), H = heads, KV = kv_heads, Q = (H + 2 * KV) * hd;
   TORCH_CHECK(H % KV == 0 && hd % 8 == 0, "dot8_layer: head sizes");
-  TORCH_CHECK(coarse >= 0 && coarse <= T, "dot8_layer: coarse rows outside the pass");
   TORCH_CHECK(cos.sizes() == at::IntArrayRef({T, hd}) && sin.sizes() == cos.sizes() && cos.is_contiguous() &&
                   sin.is_contiguous() && cos.scalar_type() == at::kFloat && sin.scalar_type() == at::kFloat,
               "cos, sin: contiguous float32 [T, hd]");
@@ -148,7 +142,7 @@ at::Tensor dot8_layer(const at::Tensor& x, const at::Tensor& attn_norm, const at
 
   // attention: q, k, v of every row; k, v into each segment's cache; each row over its own sequence's keys
   rmsnorm(xp, attn_norm.data_ptr<float>(), T, D, eps, normed.data());
-  product(normed.data(), T, D, qkv, coarse, isa, projected.data(), Q);
+  product(normed.data(), T, D, qkv, isa, projected.data(), Q);
   const float* cp = cos.data_ptr<float>();
   const float* sp = sin.data_ptr<float>();
   for (int64_t t = 0; t < T; ++t) {
@@ -176,18 +170,18 @@ at::Tensor dot8_layer(const at::Tensor& x, const at::Tensor& attn_norm, const at
                              attended.data() + t * H * hd + h * hd, scratch);
     }
   });
-  product(attended.data(), T, H * hd, o, coarse, isa, mixed.data(), D);
+  product(attended.data(), T, H * hd, o, isa, mixed.data(), D);
   for (int64_t i = 0; i < T * D; ++i) op[i] = xp[i] + mixed[i];  // h
 
   // MLP
   rmsnorm(op, mlp_norm.data_ptr<float>(), T, D, eps, normed.data());
   std::vector<float> gated(T * 2 * I), activated(T * I);
-  product(normed.data(), T, D, gate_up, coarse, isa, gated.data(), 2 * I);
+  product(normed.data(), T, D, gate_up, isa, gated.data(), 2 * I);
   at::parallel_for(0, T, std::max<int64_t>(1, 16384 / I), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) silu_times(gated.data() + t * 2 * I, gated.data() + t * 2 * I + I, I,
                                                  activated.data() + t * I);
   });
-  product(activated.data(), T, I, down, coarse, isa, mixed.data(), D);
+  product(activated.data(), T, I, down, isa, mixed.data(), D);
   for (int64_t i = 0; i < T * D; ++i) op[i] += mixed[i];
   return out;
 }
@@ -198,6 +192,6 @@ TORCH_LIBRARY_FRAGMENT(specdecode, m) {
   m.def("dot8_layer(Tensor x, Tensor attn_norm, Tensor mlp_norm, float eps, Tensor[] weights, int[] parts, "
         "int[] bits, float[] unscales, int[] halves, Tensor? qkv_bias, int heads, int kv_heads, int head_dim, "
         "Tensor cos, Tensor sin, Tensor(a!)[] k_caches, Tensor(b!)[] v_caches, int[] firsts, int[] counts, "
-        "int[] starts, int isa, int coarse=0) -> Tensor",
+        "int[] starts, int isa) -> Tensor",
         &dot8_layer);
 }

@@ -90,12 +90,9 @@ def prompt_format(fmt: str, cpu: Capability) -> str | None:
     """The weight format of a prompt path (`NativeLlama.add_prompt_path`) for a model in fmt, or None for none:
     bf16-onednn for int4-dot8 where the CPU has AMX-BF16, whose tiles take a bf16 product's inputs whole where
     int4-dot8 scales each group of 32 apart (on a 2-core AMX Xeon, 3.1 ms a prompt row of the 1.5B from 128 rows
-    against 8.5, about even at 32: docs/bench/prompt-path). Elsewhere int4-dot8 itself, its prompt rows reading the
-    down projection's inputs in one int8 half rather than two (no copy of the weights, no second pass; 6.9 ms a
-    prompt row of the 1.5B against 8.0 on a Zen 4 EPYC: docs/bench/prompt-halves)."""
-    if fmt != "int4-dot8":
-        return None
-    return "bf16-onednn" if cpu.amx_bf16 else "int4-dot8"
+    against 8.5, about even at 32: docs/bench/prompt-path). Elsewhere none: int4-dot8 computes a prompt's rows as
+    it does the others."""
+    return "bf16-onednn" if fmt == "int4-dot8" and cpu.amx_bf16 else None
 
 
 def format_for(dtype: str, cpu: Capability) -> str:
@@ -111,9 +108,7 @@ def format_for(dtype: str, cpu: Capability) -> str:
 class Linear:
     """One weight matrix [N, K] (and bias [N]) held in a format; call it on x [rows, K] -> [rows, N]."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, fmt: str, precise_inputs: bool = False):
-        """precise_inputs: this matrix's inputs range widely (the MLP's down projection); a format that rounds its
-        inputs (int4-dot8) reads them in 16 bits rather than 8."""
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, fmt: str):
         self.format, self.out_features = fmt, weight.shape[0]
         dtype = self.weight_dtype = activation_dtype(fmt)
         self.bias = bias.to(_bias_dtype(fmt)).contiguous() if bias is not None else None
@@ -125,7 +120,7 @@ class Linear:
         elif fmt == "int4":
             self._pack_int4(*quantize_int4(weight))
         elif fmt == "int4-dot8":
-            self._pack_dot8([quantize(weight, 4)], precise_inputs)
+            self._pack_dot8([quantize(weight, 4)])
         elif fmt == "bf16-onednn":
             self.weight = torch.ops.mkldnn._reorder_linear_weight(weight.to(dtype).contiguous())
         else:
@@ -142,11 +137,10 @@ class Linear:
         return linear
 
     @classmethod
-    def from_blocks(cls, parts: list[Blocks], bias: torch.Tensor | None = None, precise_inputs: bool = False
-                    ) -> Linear:
+    def from_blocks(cls, parts: list[Blocks], bias: torch.Tensor | None = None) -> Linear:
         """An int4-dot8 Linear from parts stacked along N (`dot8.Blocks`, packed as they are); fused projections
-        whose matrices differ in bits keep one part each. precise_inputs: as for the constructor."""
-        return cls.from_packed([Packed(part, halves=2 if precise_inputs else 1) for part in parts], bias)
+        whose matrices differ in bits keep one part each."""
+        return cls.from_packed([Packed(part) for part in parts], bias)
 
     @classmethod
     def from_packed(cls, parts: list[Packed], bias: torch.Tensor | None = None) -> Linear:
@@ -158,8 +152,8 @@ class Linear:
         linear.parts, linear.isa = parts, kernel_isa(capability())
         return linear
 
-    def _pack_dot8(self, parts: list[Blocks], precise_inputs: bool) -> None:
-        self.parts = [Packed(part, halves=2 if precise_inputs else 1) for part in parts]
+    def _pack_dot8(self, parts: list[Blocks]) -> None:
+        self.parts = [Packed(part) for part in parts]
         self.isa = kernel_isa(capability())
 
     def dot8_parts(self) -> tuple[list[torch.Tensor], list[int], list[float]] | None:
@@ -185,15 +179,10 @@ class Linear:
         extra = self.scale.numel() * self.scale.element_size() if self.format in ("int8", "int4") else 0
         return self.weight.numel() * self.weight.element_size() + extra + bias
 
-    def __call__(self, x: torch.Tensor, coarse: int = 0) -> torch.Tensor:
-        """x [M, K] -> [M, N]. coarse: int4-dot8 reads rows 0 .. coarse - 1 in one int8 half (a prompt's rows on
-        the prompt path without AMX-BF16: `NativeLlama.add_prompt_path`), the others as the matrix reads them."""
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """x [M, K] -> [M, N]."""
         if x.dtype != self.weight_dtype:  # a float32 residual stream (int4 models) enters in the kernel's dtype
             x = x.to(self.weight_dtype)
-        if coarse and self.format == "int4-dot8" and any(part.halves > 1 for part in self.parts):
-            if coarse >= len(x):
-                return self._dot8(x, 1)
-            return torch.cat([self._dot8(x[:coarse], 1), self._dot8(x[coarse:])])
         if self.format == "bf16-onednn":  # in passes of at most ONEDNN_ROWS rows: bitwise the same at any count
             flat = x.reshape(-1, x.shape[-1])
             slices = [torch.ops.mkldnn._linear_pointwise(flat[i:i + ONEDNN_ROWS], self.weight, self.bias, "none",
@@ -210,8 +199,8 @@ class Linear:
             return y + self.bias if self.bias is not None else y
         return F.linear(x, self.weight, self.bias)
 
-    def _dot8(self, x: torch.Tensor, halves: int | None = None) -> torch.Tensor:
-        parts = [part(x, self.isa, halves) for part in self.parts]
+    def _dot8(self, x: torch.Tensor) -> torch.Tensor:
+        parts = [part(x, self.isa) for part in self.parts]
         y = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
         return y + self.bias if self.bias is not None else y
 

@@ -129,10 +129,9 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return weight * F.rms_norm(x, (x.shape[-1],), eps=eps)  # (computes in float32 inside)
 
 
-def apply(linear: Linear, x: torch.Tensor, coarse: int = 0) -> torch.Tensor:
-    """A Linear over the last dimension of x [..., K] -> [..., N]; coarse: see `Linear.__call__` (x [1, T, K])."""
-    flat = x.reshape(-1, x.shape[-1])
-    return (linear(flat, coarse) if coarse else linear(flat)).view(*x.shape[:-1], linear.out_features)
+def apply(linear: Linear, x: torch.Tensor) -> torch.Tensor:
+    """A Linear over the last dimension of x [..., K] -> [..., N]."""
+    return linear(x.reshape(-1, x.shape[-1])).view(*x.shape[:-1], linear.out_features)
 
 
 @dataclass
@@ -157,7 +156,7 @@ class LlamaLayer:
             o=Linear(w("self_attn.o_proj.weight"), None, fmt),
             mlp_norm=w("post_attention_layernorm.weight").to(dtype).contiguous(),
             gate_up=Linear(torch.cat([w("mlp.gate_proj.weight"), w("mlp.up_proj.weight")]), None, fmt),
-            down=Linear(w("mlp.down_proj.weight"), None, fmt, precise_inputs=True),
+            down=Linear(w("mlp.down_proj.weight"), None, fmt),
         )
 
     def twin(self, fmt: str) -> LlamaLayer:
@@ -172,16 +171,14 @@ class LlamaLayer:
         return norms + sum(lin.nbytes for lin in (self.qkv, self.o, self.gate_up, self.down))
 
     def __call__(self, x: torch.Tensor, shape: LlamaShape, cos: torch.Tensor, sin: torch.Tensor,
-                 segments: list[Segment], coarse: int = 0) -> torch.Tensor:
+                 segments: list[Segment]) -> torch.Tensor:
         """x [B, T, D]; cos, sin [B, T, hd]; segments: whose rows of x are whose (one per sequence, in order along
         T) -> [B, T, D]. An int4-dot8 layer attending by `KeyPositions` runs in one call of our kernel (layer.cpp),
-        the same steps in C++. coarse: int4-dot8 products read rows 0 .. coarse - 1 in one int8 half (B = 1)."""
-        if coarse and x.shape[0] != 1:
-            raise ValueError("coarse rows need a pass of one batch row")
+        the same steps in C++."""
         if self._kernel is not None and x.shape[0] == 1 and all(isinstance(s.mask, KeyPositions) for s in segments):
-            return self._kernel_call(x[0], shape, cos[0], sin[0], segments, coarse)[None]
-        h = x + self.attention(rmsnorm(x, self.attn_norm, shape.rms_eps), shape, cos, sin, segments, coarse)
-        return h + self.mlp(rmsnorm(h, self.mlp_norm, shape.rms_eps), coarse)
+            return self._kernel_call(x[0], shape, cos[0], sin[0], segments)[None]
+        h = x + self.attention(rmsnorm(x, self.attn_norm, shape.rms_eps), shape, cos, sin, segments)
+        return h + self.mlp(rmsnorm(h, self.mlp_norm, shape.rms_eps))
 
     @cached_property
     def _kernel(self) -> tuple | None:
@@ -195,7 +192,7 @@ class LlamaLayer:
                 [u for p in parts for u in p[2]], [linear.parts[0].halves for linear in linears], ISAS[self.qkv.isa])
 
     def _kernel_call(self, x: torch.Tensor, shape: LlamaShape, cos: torch.Tensor, sin: torch.Tensor,
-                     segments: list[Segment], coarse: int = 0) -> torch.Tensor:
+                     segments: list[Segment]) -> torch.Tensor:
         """x [T, D], cos, sin [T, hd] -> [T, D] by layer.cpp; each segment's rows are its new tokens (written)."""
         weights, parts, bits, unscales, halves, isa = self._kernel
         if any(s.written != s.count for s in segments):
@@ -204,15 +201,15 @@ class LlamaLayer:
             x.contiguous(), self.attn_norm, self.mlp_norm, shape.rms_eps, weights, parts, bits, unscales, halves,
             self.qkv.bias, shape.heads, shape.kv_heads, shape.head_dim, cos.contiguous(), sin.contiguous(),
             [s.k_cache[0] for s in segments], [s.v_cache[0] for s in segments], [s.first for s in segments],
-            [s.count for s in segments], [s.start for s in segments], isa, coarse)
+            [s.count for s in segments], [s.start for s in segments], isa)
 
-    def project(self, x: torch.Tensor, shape: LlamaShape, cos: torch.Tensor, sin: torch.Tensor, coarse: int = 0
+    def project(self, x: torch.Tensor, shape: LlamaShape, cos: torch.Tensor, sin: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x [B, T, K] (K = D, or what the qkv projection reads) -> q [B, H, T, hd] and k, v [B, KV, T, hd], q and k
         rotated to their positions."""
         B, T, _ = x.shape
         H, KV, hd = shape.heads, shape.kv_heads, shape.head_dim
-        qkv = apply(self.qkv, x, coarse)  # [B, T, (H + 2 KV) hd]
+        qkv = apply(self.qkv, x)  # [B, T, (H + 2 KV) hd]
         qk = rotate(qkv[..., : (H + KV) * hd].view(B, T, H + KV, hd), cos, sin)  # q and k rotated together
         q, k = qk.transpose(1, 2).split([H, KV], dim=1)  # [B, H, T, hd], [B, KV, T, hd]
         v = qkv[..., (H + KV) * hd:].view(B, T, KV, hd).transpose(1, 2)  # [B, KV, T, hd]
@@ -242,16 +239,16 @@ class LlamaLayer:
         return out.transpose(1, 2).reshape(B, T, H * hd)
 
     def attention(self, x: torch.Tensor, shape: LlamaShape, cos: torch.Tensor, sin: torch.Tensor,
-                  segments: list[Segment], coarse: int = 0) -> torch.Tensor:
+                  segments: list[Segment]) -> torch.Tensor:
         """Attention of every segment's rows over its own cache, then the output projection over all rows at
         once -> [B, T, D]."""
-        q, k, v = self.project(x, shape, cos, sin, coarse)
+        q, k, v = self.project(x, shape, cos, sin)
         outs = [self.attend(q, k, v, s) for s in segments]
-        return apply(self.o, outs[0] if len(outs) == 1 else torch.cat(outs, dim=1), coarse)
+        return apply(self.o, outs[0] if len(outs) == 1 else torch.cat(outs, dim=1))
 
-    def mlp(self, x: torch.Tensor, coarse: int = 0) -> torch.Tensor:
-        gate, up = apply(self.gate_up, x, coarse).chunk(2, dim=-1)  # [B, T, I] each
-        return apply(self.down, F.silu(gate) * up, coarse)
+    def mlp(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = apply(self.gate_up, x).chunk(2, dim=-1)  # [B, T, I] each
+        return apply(self.down, F.silu(gate) * up)
 
 
 def run_layers(layers: list[LlamaLayer], x: torch.Tensor, step, capture: tuple[int, ...] = ()):

@@ -24,11 +24,8 @@ cost twice as much (the weights are read again for each), so the prompt rows run
 (cells PROMPT_CHUNK j .. PROMPT_CHUNK (j + 1) - 1, and the prompt's own ends): each piece one product per matrix,
 one pass of the twins per piece. A prompt is then computed alike whole, in the server's chunks (cut at the same
 cells: `prompt_chunk`) or beside others; a cache cell remembers which path wrote it, and is reused only for a row
-of the same role, and prompt cells only in whole pieces. Where the CPU has no AMX-BF16 the prompt path is int4-dot8
-itself: no twins, the prompt rows first in the same pass as the others, every product reading their inputs in one
-int8 half (`LlamaLayer`'s coarse rows; the other rows read the down projection's in two), 6.9 ms a prompt row of
-the 1.5B against 8.0 on a Zen 4 EPYC (docs/bench/prompt-halves); int4-dot8 being row-stable at any count, it needs
-no pieces.
+of the same role, and prompt cells only in whole pieces. Where the CPU has no AMX-BF16 there is no prompt path: a
+prompt's rows go through the int4-dot8 layers as the others do.
 
 Several sequences at once (the server's batches): `sequence(i)` is a view with a KV cache of its own, and
 `extend_batch` runs several sequences' new tokens in one pass, their rows one after another (`llama.Segment`): the
@@ -158,27 +155,17 @@ class NativeLlama(CausalLM):
         """Compute prompt rows (`prefill`'s context rows) through twins of the layers in weight format fmt
         (`LlamaLayer.twin`: the same weights, dequantised and rounded to fmt; float32 between the products, keys and
         values in this cache). For int4-dot8 models; fmt must be batch invariant (bf16-onednn, int8). Costs fmt's
-        copy of the layers' weights in memory (2.6 GB for a 1.5B in bf16). progress: a progress bar's label.
-        fmt int4-dot8: no twins; the prompt rows go through the layers themselves, in the same pass as the others,
-        reading every matrix's inputs in one int8 half (`LlamaLayer`'s coarse rows), the down projection's too."""
+        copy of the layers' weights in memory (2.6 GB for a 1.5B in bf16). progress: a progress bar's label."""
         if self.format != "int4-dot8":
             raise ValueError(f"a prompt path twins int4-dot8 layers, not {self.format}")
+        if fmt == self.format:
+            raise ValueError(f"a prompt path twins the layers in another format than their own ({fmt})")
         if fmt not in FORMATS or fmt not in BATCH_INVARIANT_ROWS:
             raise ValueError(f"a prompt path needs a batch-invariant weight format, not {fmt!r}")
         check_format(fmt, capability())
-        if fmt == self.format:
-            self.prompt_format = fmt
-            return
         self.prompt_layers = [layer.twin(fmt) for layer in tqdm(
             self.layers, desc=progress, unit="layer", file=sys.stderr, leave=False, disable=progress is None)]
         self.prompt_format = fmt
-
-    @property
-    def precise_inputs(self) -> bool:
-        """Whether a matrix of its layers reads 16-bit inputs (int4-dot8's two halves: a target's down projection)."""
-        return self.format == "int4-dot8" and any(
-            part.halves > 1 for layer in self.layers for lin in (layer.qkv, layer.o, layer.gate_up, layer.down)
-            for part in lin.parts)
 
     @property
     def prompt_chunk(self) -> int | None:
@@ -247,8 +234,7 @@ class NativeLlama(CausalLM):
     def prompt_rows(self, tokens: torch.Tensor, keep: int | None) -> int:
         k = tokens.numel()
         rows = k - min(keep or k, k)  # (keep 0 / None: every row's logits are wanted)
-        least = PROMPT_LEAST if self.prompt_layers is not None else 1  # (coarse rows cost no second pass)
-        return rows if self.prompt_format is not None and rows >= least else 0
+        return rows if self.prompt_layers is not None and rows >= PROMPT_LEAST else 0
 
     @torch.inference_mode()
     def extend_batch(self, parts: list[tuple[CausalLM, torch.Tensor, int | None]],
@@ -268,18 +254,9 @@ class NativeLlama(CausalLM):
             if any(p.cache is plan.cache for p in plans):
                 raise ValueError("a sequence appears twice in one batched pass")
             plans.append(plan)
-        if self.prompt_layers is None:  # no twins: prompt rows first in the same pass, coarse
-            prompts = [i for i, p in enumerate(plans) if p.prompt]
-            xs, fs = self._forward(self.layers, [(plans[i], 0, plans[i].prompt) for i in prompts] + [
-                (p, p.prompt, p.count) for p in plans], coarse=sum(plans[i].prompt for i in prompts))
-            early = [[] for _ in plans]
-            for i, x_, f_ in zip(prompts, xs, fs, strict=False):
-                early[i] = [([x_], [f_])]
-            rest, rest_features = xs[len(prompts):], fs[len(prompts):]
-        else:
-            early = [[self._forward(self.prompt_layers, [(p, lo, hi)]) for lo, hi in self._pieces(p)]
-                     for p in plans]
-            rest, rest_features = self._forward(self.layers, [(p, p.prompt, p.count) for p in plans])
+        early = [[self._forward(self.prompt_layers, [(p, lo, hi)]) for lo, hi in self._pieces(p)]
+                 for p in plans]  # (prompt rows: only with a prompt path)
+        rest, rest_features = self._forward(self.layers, [(p, p.prompt, p.count) for p in plans])
         x, features = [], []  # each plan's rows [count, D] and features [count, F] (or None)
         for pieces, tail, tail_features in zip(early, rest, rest_features, strict=True):
             x.append(torch.cat([*(xs[0] for xs, _ in pieces), tail]))
@@ -308,11 +285,10 @@ class NativeLlama(CausalLM):
             first += wanted.shape[0]
         return out
 
-    def _forward(self, layers: list[LlamaLayer], pieces: list[tuple[Plan, int, int]], coarse: int = 0
+    def _forward(self, layers: list[LlamaLayer], pieces: list[tuple[Plan, int, int]]
                  ) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
         """One pass through `layers` of rows lo..hi of each plan's (its tokens[lo:hi], one plan after another) -> per
-        piece x [hi - lo, D] and, with `feature_layers`, features [hi - lo, F] (else None). coarse: the pass's first
-        rows read in one int8 half (`LlamaLayer`)."""
+        piece x [hi - lo, D] and, with `feature_layers`, features [hi - lo, F] (else None)."""
         if not any(hi > lo for _, lo, hi in pieces):
             return [self.embed[:0]] * len(pieces), [None] * len(pieces)
         tokens = torch.cat([p.tokens[lo:hi] for p, lo, hi in pieces])  # [T]
@@ -325,7 +301,7 @@ class NativeLlama(CausalLM):
         masks = [p.mask if (lo, hi) == (0, p.count) else KeyPositions(p.positions[lo:hi]) for p, lo, hi in pieces]
         x, features = run_layers(layers, x, lambda i, layer, x: layer(x, self.shape, cos, sin, [
             Segment(first, hi - lo, p.cache.k[i], p.cache.v[i], p.start + lo, min(hi, p.k) - lo, p.span, mask)
-            for (p, lo, hi), first, mask in zip(pieces, firsts, masks, strict=False) if hi > lo], coarse),
+            for (p, lo, hi), first, mask in zip(pieces, firsts, masks, strict=False) if hi > lo]),
             self.feature_layers)
         rows = [slice(a, b) for a, b in itertools.pairwise(firsts)]
         return [x[0, r] for r in rows], [None if features is None else features[0, r] for r in rows]
