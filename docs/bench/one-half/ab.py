@@ -18,8 +18,8 @@ torch.set_num_threads(2)
 new = int(sys.argv[1]) if len(sys.argv) > 1 else 64
 t = load_target("qwen2.5-coder-1.5b")
 hybrid = load_draft(default_draft(t), t)
-two = [layer._kernel for layer in t.model.layers]
-kernels = {"two": two, "one": [k[:4] + ([1, 1, 1, 1],) + k[5:] for k in two]}
+one = [layer._kernel for layer in t.model.layers]  # (the default since commit 718e933; before it, two)
+kernels = {"one": one, "two": [k[:4] + ([1, 1, 1, 2],) + k[5:] for k in one]}  # halves of qkv, o, gate_up, down
 variants = ["plain two", "plain one", "spec two", "spec one"]
 prompts = [t.tokenizer.encode_chat([{"role": "user", "content": p.prompt}])
            for p in bench_prompts("qwen2.5-coder-1.5b", 2)]

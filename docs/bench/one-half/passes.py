@@ -8,8 +8,8 @@ from specdecode.load import load_target
 torch.set_num_threads(2)
 reps = int(sys.argv[1]) if len(sys.argv) > 1 else 15
 m = load_target("qwen2.5-coder-1.5b").model
-two = [layer._kernel for layer in m.layers]
-one = [k[:4] + ([1, 1, 1, 1],) + k[5:] for k in two]
+one = [layer._kernel for layer in m.layers]  # (the default since commit 718e933; before it, two)
+two = [k[:4] + ([1, 1, 1, 2],) + k[5:] for k in one]  # halves of qkv, o, gate_up, down
 def use(kernels):
     for layer, k in zip(m.layers, kernels):
         layer.__dict__["_kernel"] = k
