@@ -54,7 +54,7 @@ def test_the_engine_tests_pass_on_the_forced_avx2_path():
     """test_native.py (every weight format that runs without native bf16), test_default_model.py (greedy identity
     with the default target on the native engine), test_dot8.py and test_attention_kernel.py (our kernels on AVX2
     alone), test_real_pair.py (agreement with llama.cpp, greedy identity, torch's int4 kernel) and
-    test_prompt_path.py (the int4-dot8 prompt path an AVX2 CPU gets, and int8 twins), AVX2 kernels.
+    test_prompt_path.py (int8 twins: no AVX2 CPU gets another prompt path), AVX2 kernels.
     Tests marked same_on_every_cpu (Python-side packing, the CLI, every other draft type, torch's own model code:
     ~6 min of a 10-minute rerun) run in the main pass only. On a CPU whose own path is AVX2 the main pass has run
     all of them on that path already: only test_default_model.py, whose default target the rerun moves from
