@@ -477,12 +477,15 @@ TileFn avx512_for(int64_t bits, int64_t halves) {
 
 // One or two rows (a draft's token, plain decoding, a verify of one draft) run tiles compiled for their count: the
 // accumulators stay in registers (on AVX2 1 row ~20% and 2 rows ~8% quicker; 4 rows compiled for their count took
-// ~10-17% longer, so from 3 rows on the general loop).
+// ~10-17% longer, so from 4 rows on the general loop). On AVX2, 3 rows (a verify of two drafts) too: the 127
+// products of a pass of the 1.5B took 4-27% less time so on a Zen 3 EPYC (three runs of products_ab.py, where the
+// same code at 8 and 16 rows moved by -9% to +1%: docs/bench/avx2-verify-probes).
 TileFn pick(int64_t isa, int64_t bits, int64_t halves, int64_t rows) {
   if (isa == 3 && bits == 4 && rows >= AMX_ROWS) return halves == 2 ? tile_amx<2> : tile_amx<1>;
   if (isa >= 2) return rows == 1 ? avx512_for<1>(bits, halves) : rows == 2 ? avx512_for<2>(bits, halves)
                                                                             : avx512_for<0>(bits, halves);
-  return rows == 1 ? avx2_for<1>(bits, halves) : rows == 2 ? avx2_for<2>(bits, halves) : avx2_for<0>(bits, halves);
+  return rows == 1 ? avx2_for<1>(bits, halves) : rows == 2 ? avx2_for<2>(bits, halves)
+                   : rows == 3 ? avx2_for<3>(bits, halves) : avx2_for<0>(bits, halves);
 }
 
 // isa: 3 = AMX-INT8 beside AVX-512 VNNI, 2 = AVX-512 VNNI, 1 = AVX2 (the caller checks what the CPU has); halves: 1
