@@ -148,7 +148,6 @@ class NativeLlama(CausalLM):
         self._caches = [self._new_cache()]  # one per sequence; sequence 0 is this object's own
         self.reused_tokens = 0  # prompt tokens not computed again: their cells held them already (`_reusable`)
         self.prompt_layers: list[LlamaLayer] | None = None  # the prompt path's (`add_prompt_path`)
-        self.prompt_format: str | None = None
         self._sequences: dict[int, NativeSequence] = {}
 
     def add_prompt_path(self, fmt: str = "bf16-onednn", progress: str | None = None) -> None:
@@ -165,7 +164,11 @@ class NativeLlama(CausalLM):
         check_format(fmt, capability())
         self.prompt_layers = [layer.twin(fmt) for layer in tqdm(
             self.layers, desc=progress, unit="layer", file=sys.stderr, leave=False, disable=progress is None)]
-        self.prompt_format = fmt
+
+    @property
+    def prompt_format(self) -> str | None:
+        """The prompt path's weight format, or None without one."""
+        return self.prompt_layers[0].qkv.format if self.prompt_layers is not None else None
 
     @property
     def prompt_chunk(self) -> int | None:
@@ -325,7 +328,7 @@ class NativeLlama(CausalLM):
         if k < 1:
             raise ValueError("a batched pass needs at least one token per sequence")
         out = min(keep or k, k)
-        prompt = min(prompt, k) if self.prompt_format is not None else 0
+        prompt = min(prompt, k) if self.prompt_layers is not None else 0
         skip = self._reusable(cache, tokens[: k - out].tolist(), cache.length, prompt)
         tokens, k, prompt = tokens[skip:], k - skip, max(0, prompt - skip)
         start, end = cache.length + skip, cache.length + skip + k
@@ -369,7 +372,7 @@ class NativeLlama(CausalLM):
     def _prefilled(self, cache: Cache, prompt: Sequence[int]) -> int:
         """`CausalLM.cached` for one of this model's caches."""
         context = list(prompt[:-1])
-        return self._reusable(cache, context, 0, len(context) if self.prompt_format is not None else 0)
+        return self._reusable(cache, context, 0, len(context) if self.prompt_layers is not None else 0)
 
     def cached(self, prompt: Sequence[int]) -> int:
         return self._prefilled(self._caches[0], prompt)
