@@ -242,10 +242,10 @@ class Packed:
         within = torch.searchsorted(tiles, index // TILE) * TILE + index % TILE  # each row's place in chosen
         return Packed(chosen.blocks().rows(within), self.halves)
 
-    def __call__(self, x: torch.Tensor, isa: str, halves: int | None = None) -> torch.Tensor:
-        """x [M, K] -> [M, N] float32; halves: read x in this many int8 halves instead of this matrix's own."""
-        y = torch.ops.specdecode.dot8_mm(x.float().contiguous(), self.w, self.sub, self.sup, self.bits,
-                                         halves or self.halves, self.unscale, ISAS[isa])
+    def __call__(self, x: torch.Tensor, isa: str) -> torch.Tensor:
+        """x [M, K] -> [M, N] float32, x read in this matrix's int8 halves."""
+        y = torch.ops.specdecode.dot8_mm(x.float().contiguous(), self.w, self.sub, self.sup, self.bits, self.halves,
+                                         self.unscale, ISAS[isa])
         return y if y.shape[1] == self.out_features else y[:, : self.out_features]
 
 
