@@ -52,7 +52,7 @@ def _tensors(parts: dict) -> dict[str, object]:
         out[f"{prefix}.out"] = linear.out_features
         for j, part in enumerate(linear.parts):
             out |= {f"{prefix}.{j}.{name}": getattr(part, name) for name in
-                    ("w", "sub", "sup", "bits", "halves", "out_features", "in_features", "unscale")}
+                    ("w", "sub", "sup", "bits", "out_features", "in_features", "unscale")}
     return out
 
 

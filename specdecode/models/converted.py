@@ -5,7 +5,7 @@ Converting reads the file's metadata with the `gguf` package (a 151k-token vocab
 finer types with numpy and packs every matrix for the kernel: ~50 s for the 1.5B and ~35 s for the 0.5B on a 2-core
 EPYC; reading the saved copies back takes ~2 s for both. A copy is one safetensors file under the cache directory
 (`converted/`): the dense tensors (embedding, norms, biases) as they are, each matrix as its packed parts
-(`dot8.Packed`: w, sub and sup; their bits, halves, sizes and unscale in the file's metadata) and an output head
+(`dot8.Packed`: w, sub and sup; their bits, sizes and unscale in the file's metadata) and an output head
 that is not the embedding as the GGUF file stores it (for a draft's cut head: `NativeLlama.restrict_output`), so a
 model loaded from it is bitwise the one converted. The real pair's copies take 3.1 GB (the float32 embeddings most
 of it). A copy's name says which file (its stem and a hash of its path) and reading (a target's, finer types kept,
@@ -117,7 +117,7 @@ def _put(tensors: dict[str, torch.Tensor], prefix: str, linear: Linear) -> dict:
         for name in ("w", "sub", "sup"):
             tensors[f"{prefix}.{j}.{name}"] = getattr(part, name)
     return {"bias": linear.bias is not None, "parts": [
-        {"bits": p.bits, "halves": p.halves, "out": p.out_features, "in": p.in_features, "unscale": p.unscale}
+        {"bits": p.bits, "out": p.out_features, "in": p.in_features, "unscale": p.unscale}
         for p in linear.parts]}
 
 
@@ -133,7 +133,7 @@ def _load(saved: Path, progress: str | None) -> dict:
         def linear(prefix: str) -> Linear:
             info = linears[prefix]
             parts = [Packed.from_layout(*(f.get_tensor(f"{prefix}.{j}.{name}") for name in ("w", "sub", "sup")),
-                                        p["bits"], p["halves"], p["out"], p["in"], p["unscale"])
+                                        p["bits"], p["out"], p["in"], p["unscale"])
                      for j, p in enumerate(info["parts"])]
             return Linear.from_packed(parts, f.get_tensor(f"{prefix}.bias") if info["bias"] else None)
 

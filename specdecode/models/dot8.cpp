@@ -1,5 +1,5 @@
-// y [M, N] = x [M, K] W^T for 4-bit and 6-bit weights against activations read as one or two int8 halves per 32
-// inputs, on AVX-512 VNNI or AVX2: the native engine's int4-dot8 products. models/dot8.py builds it, packs the
+// y [M, N] = x [M, K] W^T for 4-bit and 6-bit weights against activations rounded to int8 per 32 inputs, on
+// AVX-512 VNNI or AVX2: the native engine's int4-dot8 products. models/dot8.py builds it, packs the
 // weights and holds the reference in Python; the layout:
 //
 //   w      [N / 16, K / group, B] uint8   16 output rows (one 32-bit lane each) x one group of inputs:
@@ -13,9 +13,9 @@
 //   sup    [N / 16, K / 256, S] float16  per superblock of 256 inputs (the last one shorter): 4 bits: d, then dmin;
 //                                   6 bits: d (GGUF's K-quant layout, scaled by the power of two unscale undoes)
 //   w = code scale + offset, scale = d sc, offset = dmin m (4 bits) or -32 scale (6 bits): each exact in float32
-//   y = unscale * sum over groups g of (scale_g sx_g sum_i code_i (256 q_i + r_i) + offset_g sum_i x~_i)
+//   y = unscale * sum over groups g of (scale_g sx_g sum_i code_i 256 q_i + offset_g sum_i x~_i)
 //
-// where x~ = (256 q + r) sx is the reading of x (see quantize). Every row and every output is computed by the same
+// where x~ = 256 q sx is the reading of x (see quantize). Every row and every output is computed by the same
 // operations whatever M, N and the thread count (integer dot products, exact, then one fixed float sequence per
 // lane), and the AVX2 path performs the same float operations as the AVX-512 one: results are bitwise equal across
 // pass sizes and between the two paths.
@@ -49,9 +49,8 @@ constexpr int64_t AMX_ROWS = 16;  // fewer rows take the VNNI path on an AMX CPU
 constexpr int64_t AHEAD = 8;  // groups ahead whose weights and scales a tile asks the memory for (software prefetch:
                               // without it a pass of 4 rows took 59 ms of the 1.5B, with it 47; 1 row 29 and 28)
 
-struct Rows {  // the activations, quantized: x ~ (256 q + r) scale
+struct Rows {  // the activations, quantized: x ~ 256 q scale
   const int8_t* q;      // [M, K]
-  const int8_t* r;      // [M, K]
   const float* scale;   // [M, K / 32]
   const float* sum16;   // [M, K / 16]  sum of x~ over each 16 inputs
   const float* sum32;   // [M, K / 32]
@@ -73,14 +72,12 @@ __attribute__((target("avx2"))) inline int32_t lane_sum(__m256i v) {
   return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1)));
 }
 
-// x [K] -> q, r [K] int8, scale per 32 inputs, sums per 16 and per 32 of the reading x~ = (256 q + r) scale, where
-// 256 scale = max |x| / 127 over each 32 inputs (q as llama.cpp's Q8_0 rounds them) and r rounds what q leaves
-// (halves = 2: a 16-bit reading of x in two int8 halves), or r = 0 (halves = 1: int8). AVX2 on every path: each
-// step is one IEEE operation per lane (no fused multiply-add), so the result is dot8.py's `reference` reading; the
+// x [K] -> q [K] int8, scale per 32 inputs, sums per 16 and per 32 of the reading x~ = 256 q scale, where
+// 256 scale = max |x| / 127 over each 32 inputs (q as llama.cpp's Q8_0 rounds them). AVX2 on every path: each step
+// is one IEEE operation per lane (no fused multiply-add), so the result is dot8.py's `reference` reading; the
 // integer sums are exact in any order.
 __attribute__((target("avx2,fma")))
-void quantize_row(const float* x, int64_t K, int64_t halves, int8_t* q, int8_t* r, float* scale, float* sum16,
-                  float* sum32) {
+void quantize_row(const float* x, int64_t K, int8_t* q, float* scale, float* sum16, float* sum32) {
   const __m256 sign = _mm256_set1_ps(-0.f), limit = _mm256_set1_ps(127.f), low = _mm256_set1_ps(-127.f);
   for (int64_t g = 0; g < K / XGROUP; ++g) {
     __m256 v[4], top = _mm256_setzero_ps();
@@ -92,21 +89,15 @@ void quantize_row(const float* x, int64_t K, int64_t halves, int8_t* q, int8_t* 
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     const float amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
     const float s = amax / 127.f, inv = amax > 0.f ? 127.f / amax : 0.f;
-    __m256i hi[4], lo[4], reading[2];
+    __m256i hi[4], reading[2];
     for (int i = 0; i < 4; ++i) {
       const __m256 u = _mm256_mul_ps(v[i], _mm256_set1_ps(inv));  // in units of s
       const __m256 h = _mm256_round_ps(u, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
       hi[i] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(h, low), limit));
-      const __m256 l = _mm256_round_ps(_mm256_mul_ps(_mm256_sub_ps(u, h), _mm256_set1_ps(256.f)),
-                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      lo[i] = halves == 2 ? _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(l, low), limit)) : _mm256_setzero_si256();
     }
-    for (int half = 0; half < 2; ++half)  // 256 hi + lo over inputs 16 half .. 16 half + 15
-      reading[half] = _mm256_add_epi32(
-          _mm256_add_epi32(_mm256_slli_epi32(hi[2 * half], 8), lo[2 * half]),
-          _mm256_add_epi32(_mm256_slli_epi32(hi[2 * half + 1], 8), lo[2 * half + 1]));
+    for (int half = 0; half < 2; ++half)  // 256 hi over inputs 16 half .. 16 half + 15
+      reading[half] = _mm256_add_epi32(_mm256_slli_epi32(hi[2 * half], 8), _mm256_slli_epi32(hi[2 * half + 1], 8));
     store_int8(hi[0], hi[1], hi[2], hi[3], q + g * XGROUP);
-    store_int8(lo[0], lo[1], lo[2], lo[3], r + g * XGROUP);
     const int32_t sums[2] = {lane_sum(reading[0]), lane_sum(reading[1])};
     const float s256 = s / 256.f;
     scale[g] = s256;
@@ -117,13 +108,11 @@ void quantize_row(const float* x, int64_t K, int64_t halves, int8_t* q, int8_t* 
 }
 
 // quantize_row for each row of x [M, K].
-void quantize(const float* x, int64_t M, int64_t K, int64_t halves, int8_t* q, int8_t* r, float* scale, float* sum16,
-              float* sum32) {
+void quantize(const float* x, int64_t M, int64_t K, int8_t* q, float* scale, float* sum16, float* sum32) {
   const int64_t grain = std::max<int64_t>(1, (1 << 16) / K);  // a few rows are quicker on one thread
   at::parallel_for(0, M, grain, [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m)
-      quantize_row(x + m * K, K, halves, q + m * K, r + m * K, scale + m * (K / 32), sum16 + m * (K / 16),
-                   sum32 + m * (K / 32));
+      quantize_row(x + m * K, K, q + m * K, scale + m * (K / 32), sum16 + m * (K / 16), sum32 + m * (K / 32));
   });
 }
 
@@ -217,7 +206,7 @@ __attribute__((target("avx512f"))) inline __m512 add_group(__m512 acc, __m512i d
   return _mm512_fmadd_ps(offset, _mm512_set1_ps(xsum), acc);
 }
 
-template <int BITS, int HALVES, int ROWS = 0>  // ROWS: a row count known when compiled (0: m1 - m0)
+template <int BITS, int ROWS = 0>  // ROWS: a row count known when compiled (0: m1 - m0)
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")))
 void tile_avx512(const Tile& t, const Rows& x, int64_t m0, int64_t m1, int64_t groups, float* y, int64_t ldy,
                  float unscale) {
@@ -252,17 +241,12 @@ void tile_avx512(const Tile& t, const Rows& x, int64_t m0, int64_t m1, int64_t g
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t m = m0 + r;
       const int8_t* q = x.q + m * x.K + k0;
-      const int8_t* lo = x.r + m * x.K + k0;
-      // Two chains of dpbusd per half (even and odd words), so one row does not wait on each product's latency;
-      // integer sums, exact in any order.
-      __m512i dot[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}, low_dot[2] = {dot[0], dot[1]};
-      for (int c = 0; c < CODES; ++c) {
+      // Two chains of dpbusd (even and odd words), so one row does not wait on each product's latency; integer
+      // sums, exact in any order.
+      __m512i dot[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+      for (int c = 0; c < CODES; ++c)
         dot[c % 2] = _mm512_dpbusd_epi32(dot[c % 2], codes[c], _mm512_set1_epi32(word(q + 4 * c)));
-        if constexpr (HALVES == 2)
-          low_dot[c % 2] = _mm512_dpbusd_epi32(low_dot[c % 2], codes[c], _mm512_set1_epi32(word(lo + 4 * c)));
-      }
-      __m512i sum = _mm512_slli_epi32(_mm512_add_epi32(dot[0], dot[1]), 8);
-      if constexpr (HALVES == 2) sum = _mm512_add_epi32(sum, _mm512_add_epi32(low_dot[0], low_dot[1]));
+      const __m512i sum = _mm512_slli_epi32(_mm512_add_epi32(dot[0], dot[1]), 8);  // 256 q's dots
       const float xs = x.scale[m * (x.K / 32) + k0 / 32];
       const float xsum = BITS == 4 ? x.sum32[m * (x.K / 32) + g] : x.sum16[m * (x.K / 16) + g];
       acc[r] = add_group(acc[r], sum, xs, xsum, scale, offset);
@@ -288,7 +272,7 @@ __attribute__((target("avx2"))) inline __m256i dots_avx2(const __m256i* codes, c
   return dot;
 }
 
-template <int BITS, int HALVES, int ROWS = 0>  // ROWS: a row count known when compiled (0: m1 - m0)
+template <int BITS, int ROWS = 0>  // ROWS: a row count known when compiled (0: m1 - m0)
 __attribute__((target("avx2,f16c,fma")))
 void tile_avx2(const Tile& t, const Rows& x, int64_t m0, int64_t m1, int64_t groups, float* y, int64_t ldy,
                float unscale) {
@@ -322,19 +306,12 @@ void tile_avx2(const Tile& t, const Rows& x, int64_t m0, int64_t m1, int64_t gro
         codes[2] = _mm256_or_si256(codes[2], _mm256_and_si256(high, top));
         codes[3] = _mm256_or_si256(codes[3], _mm256_and_si256(_mm256_srli_epi16(high, 2), top));
       }
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t m = m0 + r;
-        if constexpr (HALVES == 2)
-          dots[h][r] = _mm256_add_epi32(_mm256_slli_epi32(dots_avx2<BITS>(codes, x.q + m * x.K + k0), 8),
-                                        dots_avx2<BITS>(codes, x.r + m * x.K + k0));
-        else
-          dots[h][r] = dots_avx2<BITS>(codes, x.q + m * x.K + k0);
-      }
+      for (int64_t r = 0; r < rows; ++r) dots[h][r] = dots_avx2<BITS>(codes, x.q + (m0 + r) * x.K + k0);
     }
     for (int64_t r = 0; r < rows; ++r) {  // then add_group's float steps
       const int64_t m = m0 + r;
-      // one half: float(dot << 8) xs computed as float(dot) (256 xs), the same product (powers of two scale exactly)
-      const float xs = x.scale[m * (x.K / 32) + k0 / 32] * (HALVES == 2 ? 1.f : 256.f);
+      // float(dot << 8) xs (as AVX-512) computed as float(dot) (256 xs): the same product (powers of two scale exactly)
+      const float xs = x.scale[m * (x.K / 32) + k0 / 32] * 256.f;
       const float xsum = BITS == 4 ? x.sum32[m * (x.K / 32) + g] : x.sum16[m * (x.K / 16) + g];
       for (int h = 0; h < 2; ++h) {
         const __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(dots[h][r]), _mm256_set1_ps(xs));
@@ -350,7 +327,7 @@ void tile_avx2(const Tile& t, const Rows& x, int64_t m0, int64_t m1, int64_t gro
 
 // 4-bit codes on AVX-512 with AMX-INT8 tiles doing the integer dot products: a group's codes as tile B ([8, 64]: row
 // c, lane n, byte j = code[n, 4c + j], as tile_avx512's codes[] registers hold them), the rows' int8 activations as
-// tile A ([rows, 32] bytes, K apart), dpbsud into a [rows, 16] int32 tile per half. The dots are exact integers, as
+// tile A ([rows, 32] bytes, K apart), dpbsud into a [rows, 16] int32 tile. The dots are exact integers, as
 // VNNI's, and the float steps after them the same instructions: bitwise equal to tile_avx512. A group costs the tiles
 // ~50 cycles whatever the rows, so they pay from AMX_ROWS rows on (6-bit codes, twice the groups, never did; 8 rows on
 // the tiles cost 1.15x the VNNI path in whole passes on the Xeon of 2026-12-05).
@@ -361,13 +338,12 @@ struct TileConfig {  // ldtilecfg's 64-byte operand, palette 1
   uint8_t rows[16] = {};
 };
 
-template <int HALVES>
-struct AmxDots {  // one group's dots, [rows, 16] per half
+struct AmxDots {  // one group's dots, [rows, 16]
   alignas(64) uint8_t codes[8 * 64];
-  alignas(64) int32_t dots[HALVES][CHUNK * 16];
+  alignas(64) int32_t dots[CHUNK * 16];
 
-  // Stage P's tiles: codes 2 + 3P, dots 3 + 3P and 4 + 3P; activations P (one half) or 0 and 1 (two halves, shared
-  // by both stages). Two stages in different tiles let one group's products start before the other's are stored.
+  // Stage P's tiles: activations P, codes 2 + 3P, dots 3 + 3P. Two stages in different tiles let one group's
+  // products start before the other's are stored.
   template <int P>
   __attribute__((target("avx512f,avx512bw,avx512vl,amx-tile,amx-int8")))
   void compute(const uint8_t* wg, const Rows& x, int64_t m0, int64_t k0) {
@@ -378,73 +354,61 @@ struct AmxDots {  // one group's dots, [rows, 16] per half
       _mm512_store_si512(codes + 128 * b + 64, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
     }
     const int8_t* q = x.q + m0 * x.K + k0;
-    const int8_t* r = x.r + m0 * x.K + k0;
-#define SPECDECODE_TILE_DOTS(A, B, C, CR) \
-  _tile_loadd(B, codes, 64);              \
-  _tile_loadd(A, q, x.K);                 \
-  _tile_zero(C);                          \
-  _tile_dpbsud(C, A, B);                  \
-  _tile_stored(C, dots[0], 64);           \
-  if constexpr (HALVES == 2) {            \
-    _tile_loadd(1, r, x.K);               \
-    _tile_zero(CR);                       \
-    _tile_dpbsud(CR, 1, B);               \
-    _tile_stored(CR, dots[HALVES - 1], 64); \
-  }
+#define SPECDECODE_TILE_DOTS(A, B, C) \
+  _tile_loadd(B, codes, 64);          \
+  _tile_loadd(A, q, x.K);             \
+  _tile_zero(C);                      \
+  _tile_dpbsud(C, A, B);              \
+  _tile_stored(C, dots, 64);
     if constexpr (P == 0) {  // the intrinsics take tile numbers as literals
-      SPECDECODE_TILE_DOTS(0, 2, 3, 4)
-    } else if constexpr (HALVES == 1) {
-      SPECDECODE_TILE_DOTS(1, 5, 6, 7)
+      SPECDECODE_TILE_DOTS(0, 2, 3)
     } else {
-      SPECDECODE_TILE_DOTS(0, 5, 6, 7)
+      SPECDECODE_TILE_DOTS(1, 5, 6)
     }
 #undef SPECDECODE_TILE_DOTS
   }
 };
 
 // acc [rows] += group g's dots, scaled (add_group, as tile_avx512).
-template <int HALVES>
 __attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma")))
-inline void scale_group(const AmxDots<HALVES>& done, int64_t g, const Tile& t, const Rows& x, int64_t m0,
+inline void scale_group(const AmxDots& done, int64_t g, const Tile& t, const Rows& x, int64_t m0,
                         int64_t rows, __m512* acc) {
   __m512 d, dmin, scale, offset;
   supers_avx512<4>(t, g, d, dmin);
   scales_avx512<4>(t, g, d, dmin, scale, offset);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t m = m0 + r;
-    __m512i dot = _mm512_slli_epi32(_mm512_load_si512(done.dots[0] + 16 * r), 8);
-    if constexpr (HALVES == 2) dot = _mm512_add_epi32(dot, _mm512_load_si512(done.dots[1] + 16 * r));
+    const __m512i dot = _mm512_slli_epi32(_mm512_load_si512(done.dots + 16 * r), 8);  // 256 q's dots
     const float xs = x.scale[m * (x.K / 32) + g];
     const float xsum = x.sum32[m * (x.K / 32) + g];
     acc[r] = add_group(acc[r], dot, xs, xsum, scale, offset);
   }
 }
 
-template <int HALVES>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma,amx-tile,amx-int8")))
 void tile_amx(const Tile& t, const Rows& x, int64_t m0, int64_t m1, int64_t groups, float* y, int64_t ldy,
               float unscale) {
   const int64_t rows = m1 - m0;
   TileConfig config;  // see AmxDots::compute
-  for (int t : {0, 1, 3, 4, 6, 7}) {
+  for (int t : {0, 1, 3, 6}) {
     config.rows[t] = static_cast<uint8_t>(rows);
     config.colsb[t] = t < 2 ? 32 : 64;
   }
   config.rows[2] = config.rows[5] = 8;
   config.colsb[2] = config.colsb[5] = 64;
   _tile_loadconfig(&config);  // per call: other code (oneDNN) may load its own in this thread
-  AmxDots<HALVES> stage[2];
+  AmxDots stage[2];
   __m512 acc[CHUNK];
   for (int64_t r = 0; r < rows; ++r) acc[r] = _mm512_setzero_ps();
-  stage[0].template compute<0>(t.w, x, m0, 0);
+  stage[0].compute<0>(t.w, x, m0, 0);
   for (int64_t g = 0; g < groups; g += 2) {  // the tiles one group ahead of the vector units
     prefetch_ahead<4>(t, g);
-    if (g + 1 < groups) stage[1].template compute<1>(t.w + (g + 1) * BLOCK4, x, m0, (g + 1) * 32);
-    scale_group<HALVES>(stage[0], g, t, x, m0, rows, acc);
+    if (g + 1 < groups) stage[1].compute<1>(t.w + (g + 1) * BLOCK4, x, m0, (g + 1) * 32);
+    scale_group(stage[0], g, t, x, m0, rows, acc);
     if (g + 1 < groups) {
       prefetch_ahead<4>(t, g + 1);
-      if (g + 2 < groups) stage[0].template compute<0>(t.w + (g + 2) * BLOCK4, x, m0, (g + 2) * 32);
-      scale_group<HALVES>(stage[1], g + 1, t, x, m0, rows, acc);
+      if (g + 2 < groups) stage[0].compute<0>(t.w + (g + 2) * BLOCK4, x, m0, (g + 2) * 32);
+      scale_group(stage[1], g + 1, t, x, m0, rows, acc);
     }
   }
   _tile_release();
@@ -464,40 +428,31 @@ bool tile_state_granted() {
 using TileFn = void (*)(const Tile&, const Rows&, int64_t, int64_t, int64_t, float*, int64_t, float);
 
 template <int ROWS>  // the tiles' ROWS
-TileFn avx2_for(int64_t bits, int64_t halves) {
-  if (bits == 4) return halves == 2 ? tile_avx2<4, 2, ROWS> : tile_avx2<4, 1, ROWS>;
-  return halves == 2 ? tile_avx2<6, 2, ROWS> : tile_avx2<6, 1, ROWS>;
-}
+TileFn avx2_for(int64_t bits) { return bits == 4 ? tile_avx2<4, ROWS> : tile_avx2<6, ROWS>; }
 
 template <int ROWS>
-TileFn avx512_for(int64_t bits, int64_t halves) {
-  if (bits == 4) return halves == 2 ? tile_avx512<4, 2, ROWS> : tile_avx512<4, 1, ROWS>;
-  return halves == 2 ? tile_avx512<6, 2, ROWS> : tile_avx512<6, 1, ROWS>;
-}
+TileFn avx512_for(int64_t bits) { return bits == 4 ? tile_avx512<4, ROWS> : tile_avx512<6, ROWS>; }
 
 // One or two rows (a draft's token, plain decoding, a verify of one draft) run tiles compiled for their count: the
 // accumulators stay in registers (on AVX2 1 row ~20% and 2 rows ~8% quicker; 4 rows compiled for their count took
 // ~10-17% longer, so from 4 rows on the general loop). On AVX2, 3 rows (a verify of two drafts) too: the 127
 // products of a pass of the 1.5B took 4-27% less time so on a Zen 3 EPYC (three runs of products_ab.py, where the
 // same code at 8 and 16 rows moved by -9% to +1%: docs/bench/avx2-verify-probes).
-TileFn pick(int64_t isa, int64_t bits, int64_t halves, int64_t rows) {
-  if (isa == 3 && bits == 4 && rows >= AMX_ROWS) return halves == 2 ? tile_amx<2> : tile_amx<1>;
-  if (isa >= 2) return rows == 1 ? avx512_for<1>(bits, halves) : rows == 2 ? avx512_for<2>(bits, halves)
-                                                                            : avx512_for<0>(bits, halves);
-  return rows == 1 ? avx2_for<1>(bits, halves) : rows == 2 ? avx2_for<2>(bits, halves)
-                   : rows == 3 ? avx2_for<3>(bits, halves) : avx2_for<0>(bits, halves);
+TileFn pick(int64_t isa, int64_t bits, int64_t rows) {
+  if (isa == 3 && bits == 4 && rows >= AMX_ROWS) return tile_amx;
+  if (isa >= 2) return rows == 1 ? avx512_for<1>(bits) : rows == 2 ? avx512_for<2>(bits) : avx512_for<0>(bits);
+  return rows == 1 ? avx2_for<1>(bits) : rows == 2 ? avx2_for<2>(bits) : rows == 3 ? avx2_for<3>(bits)
+                                                                        : avx2_for<0>(bits);
 }
 
-// isa: 3 = AMX-INT8 beside AVX-512 VNNI, 2 = AVX-512 VNNI, 1 = AVX2 (the caller checks what the CPU has); halves: 1
-// or 2 (see quantize).
+// isa: 3 = AMX-INT8 beside AVX-512 VNNI, 2 = AVX-512 VNNI, 1 = AVX2 (the caller checks what the CPU has).
 at::Tensor dot8_mm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sub, const at::Tensor& sup, int64_t bits,
-                   int64_t halves, double unscale, int64_t isa) {
+                   double unscale, int64_t isa) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(), "x: contiguous float32 [M, K]");
   const specdecode::Dot8Part part = specdecode::dot8_part(w, sub, sup, bits, unscale);
   TORCH_CHECK(x.size(1) == part.groups * (bits == 4 ? 32 : 16), "x's K does not match w");
   auto y = at::empty({x.size(0), part.tiles * TILE}, x.options());
-  specdecode::dot8_linear(x.data_ptr<float>(), x.size(0), x.size(1), {part}, halves, isa, y.data_ptr<float>(),
-                          y.size(1));
+  specdecode::dot8_linear(x.data_ptr<float>(), x.size(0), x.size(1), {part}, isa, y.data_ptr<float>(), y.size(1));
   return y;
 }
 
@@ -521,19 +476,18 @@ Dot8Part dot8_part(const at::Tensor& w, const at::Tensor& sub, const at::Tensor&
           w.size(0), w.size(1), bits, static_cast<float>(unscale)};
 }
 
-void dot8_linear(const float* x, int64_t M, int64_t K, const std::vector<Dot8Part>& parts, int64_t halves,
-                 int64_t isa, float* y, int64_t ldy) {
-  TORCH_CHECK(halves == 1 || halves == 2, "halves: 1 or 2");
+void dot8_linear(const float* x, int64_t M, int64_t K, const std::vector<Dot8Part>& parts, int64_t isa, float* y,
+                 int64_t ldy) {
   TORCH_CHECK(isa >= 1 && isa <= 3, "isa: 1 (AVX2), 2 (AVX-512 VNNI) or 3 (AMX-INT8)");
   TORCH_CHECK(isa != 3 || tile_state_granted(), "AMX: Linux did not grant this process the tile state");
   TORCH_CHECK(K % XGROUP == 0, "K: a multiple of 32");
   for (const Dot8Part& part : parts)
     TORCH_CHECK(K == part.groups * (part.bits == 4 ? 32 : 16), "x's K does not match w");
-  std::vector<int8_t> q(2 * M * K);
+  std::vector<int8_t> q(M * K);
   std::vector<float> aux(M * (K / 32 + K / 16 + K / 32));
   float* a = aux.data();
-  quantize(x, M, K, halves, q.data(), q.data() + M * K, a, a + M * (K / 32), a + M * (K / 32 + K / 16));
-  const Rows rows{q.data(), q.data() + M * K, a, a + M * (K / 32), a + M * (K / 32 + K / 16), K};
+  quantize(x, M, K, q.data(), a, a + M * (K / 32), a + M * (K / 32 + K / 16));
+  const Rows rows{q.data(), a, a + M * (K / 32), a + M * (K / 32 + K / 16), K};
   std::vector<int64_t> first{0};  // each part's first tile among all the parts'
   for (const Dot8Part& part : parts) first.push_back(first.back() + part.tiles);
   at::parallel_for(0, first.back(), 1, [&](int64_t t0, int64_t t1) {
@@ -545,8 +499,8 @@ void dot8_linear(const float* x, int64_t M, int64_t K, const std::vector<Dot8Par
       const Tile tile{part.w + local * part.groups * block, part.sub + local * part.groups * S,
                       part.sup + local * supers * S};
       for (int64_t m0 = 0; m0 < M; m0 += CHUNK)
-        pick(isa, part.bits, halves, std::min(M, m0 + CHUNK) - m0)(tile, rows, m0, std::min(M, m0 + CHUNK),
-                                                                   part.groups, y + TILE * t, ldy, part.unscale);
+        pick(isa, part.bits, std::min(M, m0 + CHUNK) - m0)(tile, rows, m0, std::min(M, m0 + CHUNK), part.groups,
+                                                           y + TILE * t, ldy, part.unscale);
     }
   });
 }
@@ -554,6 +508,6 @@ void dot8_linear(const float* x, int64_t M, int64_t K, const std::vector<Dot8Par
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(specdecode, m) {
-  m.def("dot8_mm(Tensor x, Tensor w, Tensor sub, Tensor sup, int bits, int halves, float unscale, int isa) -> Tensor",
+  m.def("dot8_mm(Tensor x, Tensor w, Tensor sub, Tensor sup, int bits, float unscale, int isa) -> Tensor",
         &dot8_mm);
 }

@@ -6,11 +6,9 @@
         sub-blocks as they are), 6-bit codes in groups of 16 (Q6_K's as they are, offset -32 scale); other types
         are rounded to these
     y = x W^T with x read in int8 per 32 inputs (as llama.cpp's Q8_0; llama.cpp's K-quant products read it per 256),
-        which is how every model reads every matrix; the kernel can also read x as two int8 halves (a 16-bit
-        reading, each half's integer dot products summed exactly), which a target's down projections did until one
-        half was measured on an AVX2 EPYC to make plain decoding 2-8% and speculative decoding 9-13% faster, for a
-        mean KL from the file's float32 reading of 0.00062 instead of 0.00033 (llama.cpp's: 0.00243;
-        docs/bench/one-half)
+        every matrix alike. (A target's down projections once read x in 16 bits, as two int8 halves; int8 there
+        made plain decoding 2-8% and speculative decoding 9-13% faster on an AVX2 EPYC, for a mean KL from the
+        file's float32 reading of 0.00062 instead of 0.00033, llama.cpp's being 0.00243: docs/bench/one-half.)
 
 Why: torch's int4 kernel computes in floats and re-reads the weights every 4 rows; integer dot products (VNNI's
 dpbusd, 64 per instruction) read each weight once for any number of rows, so a verify pass of a few tokens costs
@@ -158,11 +156,8 @@ class Packed:
     bits: sc)] uint8 (m and 6-bit sc as int8); sup [N / 16, superblocks, 32 (d, then dmin) or 16 (d)] float16, scaled
     by a power of two that `unscale` undoes."""
 
-    def __init__(self, blocks: Blocks, halves: int = 1):
-        """halves: how many int8 halves of each input the products read (2: a 16-bit reading)."""
-        if halves not in (1, 2):
-            raise ValueError(f"halves must be 1 or 2, not {halves!r}")
-        self.halves, self.bits = halves, blocks.bits
+    def __init__(self, blocks: Blocks):
+        self.bits = blocks.bits
         n, k = blocks.codes.shape
         if k % 32:
             raise ValueError(f"the int4-dot8 format needs a multiple of 32 inputs, not {k}")
@@ -190,12 +185,12 @@ class Packed:
         self.w, self.sub, self.sup = (on_huge_pages(t) for t in (self.w, self.sub, self.sup))  # streamed every pass
 
     @classmethod
-    def from_layout(cls, w: torch.Tensor, sub: torch.Tensor, sup: torch.Tensor, bits: int, halves: int,
-                    out_features: int, in_features: int, unscale: float) -> Packed:
+    def from_layout(cls, w: torch.Tensor, sub: torch.Tensor, sup: torch.Tensor, bits: int, out_features: int,
+                    in_features: int, unscale: float) -> Packed:
         """A matrix already in the kernel's layout (w, sub, sup as the constructor makes them, e.g. saved by
         models/converted.py), copied to huge pages as the constructor does."""
         packed = cls.__new__(cls)
-        packed.bits, packed.halves, packed.unscale = bits, halves, unscale
+        packed.bits, packed.unscale = bits, unscale
         packed.out_features, packed.in_features = out_features, in_features
         packed.w, packed.sub, packed.sup = (on_huge_pages(t) for t in (w, sub, sup))
         return packed
@@ -237,27 +232,26 @@ class Packed:
         if index.numel() == 0 or int(index.min()) < 0 or int(index.max()) >= self.out_features:
             raise ValueError(f"rows must be 1 or more of 0 .. {self.out_features - 1}")
         tiles = torch.unique(index // TILE)  # [t] sorted
-        chosen = Packed.from_layout(self.w[tiles], self.sub[tiles], self.sup[tiles], self.bits, self.halves,
-                                    len(tiles) * TILE, self.in_features, self.unscale)
+        chosen = Packed.from_layout(self.w[tiles], self.sub[tiles], self.sup[tiles], self.bits, len(tiles) * TILE,
+                                    self.in_features, self.unscale)
         within = torch.searchsorted(tiles, index // TILE) * TILE + index % TILE  # each row's place in chosen
-        return Packed(chosen.blocks().rows(within), self.halves)
+        return Packed(chosen.blocks().rows(within))
 
     def __call__(self, x: torch.Tensor, isa: str) -> torch.Tensor:
-        """x [M, K] -> [M, N] float32, x read in this matrix's int8 halves."""
-        y = torch.ops.specdecode.dot8_mm(x.float().contiguous(), self.w, self.sub, self.sup, self.bits, self.halves,
-                                         self.unscale, ISAS[isa])
+        """x [M, K] -> [M, N] float32."""
+        y = torch.ops.specdecode.dot8_mm(x.float().contiguous(), self.w, self.sub, self.sup, self.bits, self.unscale,
+                                         ISAS[isa])
         return y if y.shape[1] == self.out_features else y[:, : self.out_features]
 
 
-def reference(x: torch.Tensor, weight: torch.Tensor, halves: int = 1) -> torch.Tensor:
-    """What the kernel computes, in float64 (for tests): x [M, K] read as one or two int8 halves per 32 inputs
-    (dot8.cpp's quantize, the same float32 steps), times weight [N, K] (`Packed.dense`) -> [M, N]."""
+def reference(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """What the kernel computes, in float64 (for tests): x [M, K] rounded to int8 per 32 inputs (dot8.cpp's
+    quantize, the same float32 steps), times weight [N, K] (`Packed.dense`) -> [M, N]."""
     m, k = x.shape
     groups = x.float().view(m, k // 32, 32)
     amax = groups.abs().amax(dim=-1, keepdim=True)
     inv = torch.where(amax > 0, torch.full_like(amax, 127) / amax, 0)  # (127 / amax would round as 127 * (1 / amax))
     v = groups * inv
-    hi = torch.round(v)
-    lo = torch.round((v - hi) * 256).clamp(-127, 127) if halves == 2 else torch.zeros_like(v)
+    q = torch.round(v).clamp(-127, 127)
     step = (amax / 127 / 256).double()
-    return ((256 * hi.clamp(-127, 127).double() + lo.double()) * step).view(m, k) @ weight.double().T
+    return ((256 * q.double()) * step).view(m, k) @ weight.double().T

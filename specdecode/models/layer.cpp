@@ -8,7 +8,7 @@
 // segment's keys and values go into its own cache at slots start .. start + count - 1, and its rows attend that
 // cache (row r: slots 0 .. start + r). Every row goes through the same operations whatever T and the other
 // segments are (dot8.cpp's products and attention.cpp's rows are batch invariant, the rest is per row), so a row is
-// bitwise what the sequence's own pass gives it. Each matrix reads its inputs in its own number of int8 halves.
+// bitwise what the sequence's own pass gives it.
 #include <ATen/core/Tensor.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty_like.h>
@@ -25,18 +25,18 @@ namespace {
 
 struct Linear {  // one of the layer's matrices: its parts stacked along N
   std::vector<specdecode::Dot8Part> parts;
-  int64_t halves, out;
+  int64_t out;
 };
 
 // The layer's four linears (qkv, o, gate_up, down) from weights [w, sub, sup per part, in order], parts per linear,
-// bits and unscale per part, halves per linear.
+// bits and unscale per part.
 std::vector<Linear> linears(at::TensorList weights, at::IntArrayRef parts, at::IntArrayRef bits,
-                            at::ArrayRef<double> unscales, at::IntArrayRef halves) {
-  TORCH_CHECK(parts.size() == 4 && halves.size() == 4, "dot8_layer: four linears (qkv, o, gate_up, down)");
+                            at::ArrayRef<double> unscales) {
+  TORCH_CHECK(parts.size() == 4, "dot8_layer: four linears (qkv, o, gate_up, down)");
   std::vector<Linear> out;
   size_t next = 0;
   for (size_t i = 0; i < 4; ++i) {
-    Linear linear{{}, halves[i], 0};
+    Linear linear{{}, 0};
     for (int64_t j = 0; j < parts[i]; ++j, ++next) {
       TORCH_CHECK(3 * next + 2 < weights.size() && next < bits.size() && next < unscales.size(),
                   "dot8_layer: fewer weights than parts");
@@ -52,7 +52,7 @@ std::vector<Linear> linears(at::TensorList weights, at::IntArrayRef parts, at::I
 // y [T, N] = x [T, K] W^T for one of the layer's linears (each row's products are the same whatever the rows beside
 // it: dot8.cpp).
 void product(const float* x, int64_t T, int64_t K, const Linear& linear, int64_t isa, float* y, int64_t N) {
-  specdecode::dot8_linear(x, T, K, linear.parts, linear.halves, isa, y, N);
+  specdecode::dot8_linear(x, T, K, linear.parts, isa, y, N);
 }
 
 // y [T, D] = weight * x / sqrt(mean(x^2) + eps), row by row.
@@ -95,7 +95,7 @@ __attribute__((target("avx2,fma"))) void silu_times(const float* g, const float*
 
 at::Tensor dot8_layer(const at::Tensor& x, const at::Tensor& attn_norm, const at::Tensor& mlp_norm, double eps,
                       at::TensorList weights, at::IntArrayRef parts, at::IntArrayRef bits,
-                      at::ArrayRef<double> unscales, at::IntArrayRef halves, const c10::optional<at::Tensor>& qkv_bias,
+                      at::ArrayRef<double> unscales, const c10::optional<at::Tensor>& qkv_bias,
                       int64_t heads, int64_t kv_heads, int64_t hd, const at::Tensor& cos, const at::Tensor& sin,
                       at::TensorList k_caches, at::TensorList v_caches, at::IntArrayRef firsts,
                       at::IntArrayRef counts, at::IntArrayRef starts, int64_t isa) {
@@ -108,7 +108,7 @@ at::Tensor dot8_layer(const at::Tensor& x, const at::Tensor& attn_norm, const at
   TORCH_CHECK(attn_norm.numel() == D && mlp_norm.numel() == D && attn_norm.is_contiguous() &&
                   mlp_norm.is_contiguous() && attn_norm.scalar_type() == at::kFloat &&
                   mlp_norm.scalar_type() == at::kFloat, "norms: contiguous float32 [D]");
-  const std::vector<Linear> lin = linears(weights, parts, bits, unscales, halves);
+  const std::vector<Linear> lin = linears(weights, parts, bits, unscales);
   const Linear &qkv = lin[0], &o = lin[1], &gate_up = lin[2], &down = lin[3];
   TORCH_CHECK(qkv.out == Q && o.out == D && down.out == D && gate_up.out % 2 == 0, "dot8_layer: linear shapes");
   const int64_t I = gate_up.out / 2;
@@ -190,7 +190,7 @@ at::Tensor dot8_layer(const at::Tensor& x, const at::Tensor& attn_norm, const at
 
 TORCH_LIBRARY_FRAGMENT(specdecode, m) {
   m.def("dot8_layer(Tensor x, Tensor attn_norm, Tensor mlp_norm, float eps, Tensor[] weights, int[] parts, "
-        "int[] bits, float[] unscales, int[] halves, Tensor? qkv_bias, int heads, int kv_heads, int head_dim, "
+        "int[] bits, float[] unscales, Tensor? qkv_bias, int heads, int kv_heads, int head_dim, "
         "Tensor cos, Tensor sin, Tensor(a!)[] k_caches, Tensor(b!)[] v_caches, int[] firsts, int[] counts, "
         "int[] starts, int isa) -> Tensor",
         &dot8_layer);

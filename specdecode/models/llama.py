@@ -189,17 +189,17 @@ class LlamaLayer:
         if any(p is None for p in parts) or any(linear.bias is not None for linear in linears[1:]):
             return None
         return ([t for p in parts for t in p[0]], [len(p[1]) for p in parts], [b for p in parts for b in p[1]],
-                [u for p in parts for u in p[2]], [linear.parts[0].halves for linear in linears], ISAS[self.qkv.isa])
+                [u for p in parts for u in p[2]], ISAS[self.qkv.isa])
 
     def _kernel_call(self, x: torch.Tensor, shape: LlamaShape, cos: torch.Tensor, sin: torch.Tensor,
                      segments: list[Segment]) -> torch.Tensor:
         """x [T, D], cos, sin [T, hd] -> [T, D] by layer.cpp; each segment's rows are its new tokens (written)."""
-        weights, parts, bits, unscales, halves, isa = self._kernel
+        weights, parts, bits, unscales, isa = self._kernel
         if any(s.written != s.count for s in segments):
             raise ValueError("the layer kernel takes segments whose rows are all new tokens")
         return torch.ops.specdecode.dot8_layer(
-            x.contiguous(), self.attn_norm, self.mlp_norm, shape.rms_eps, weights, parts, bits, unscales, halves,
-            self.qkv.bias, shape.heads, shape.kv_heads, shape.head_dim, cos.contiguous(), sin.contiguous(),
+            x.contiguous(), self.attn_norm, self.mlp_norm, shape.rms_eps, weights, parts, bits, unscales, self.qkv.bias,
+            shape.heads, shape.kv_heads, shape.head_dim, cos.contiguous(), sin.contiguous(),
             [s.k_cache[0] for s in segments], [s.v_cache[0] for s in segments], [s.first for s in segments],
             [s.count for s in segments], [s.start for s in segments], isa)
 
