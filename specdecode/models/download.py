@@ -67,6 +67,14 @@ def is_named(name: str) -> bool:
     return name in NAMED
 
 
+def in_cache(name: str) -> bool:
+    """Whether the named model's file is assembled and checked in the cache (its size and hash marker; nothing is
+    read or fetched)."""
+    spec = NAMED[name]
+    path = cache_dir() / "gguf" / spec.file
+    return path.is_file() and path.stat().st_size == spec.size and _marked(spec, path)
+
+
 def gguf_file(name: str, progress: bool = True, index: list[str] | None = None) -> Path:
     """The named model's GGUF file in the cache, fetched and assembled first if it is not there yet.
 
@@ -96,8 +104,7 @@ def _verified(spec: NamedGGUF, path: Path) -> bool:
     without a marker, e.g. copied in by hand, is hashed once; a wrong one is removed)."""
     if not path.is_file() or path.stat().st_size != spec.size:
         return False
-    marker = path.with_name(spec.file + ".sha256")
-    if marker.is_file() and marker.read_text().split()[:1] == [spec.sha256]:
+    if _marked(spec, path):
         return True
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -108,6 +115,12 @@ def _verified(spec: NamedGGUF, path: Path) -> bool:
         return False
     _write_marker(spec, path)
     return True
+
+
+def _marked(spec: NamedGGUF, path: Path) -> bool:
+    """Whether path's hash marker names the spec's sha256."""
+    marker = path.with_name(spec.file + ".sha256")
+    return marker.is_file() and marker.read_text().split()[:1] == [spec.sha256]
 
 
 def _write_marker(spec: NamedGGUF, path: Path) -> None:
