@@ -15,11 +15,11 @@ parts += list(m.head.parts)
 total = sum(p.nbytes for p in parts)
 small = [p for p in m.layers[0].o.parts]  # 1536 x 1536
 sb = sum(p.nbytes for p in small)
-print(len(parts), "products", total / 1e9, "GB; small", sb / 1e6, "MB", [(p.bits, p.halves) for p in small], flush=True)
+print(len(parts), "products", total / 1e9, "GB; small", sb / 1e6, "MB", [p.bits for p in small], flush=True)
 by_kind = {}
 for p in parts:
-    by_kind.setdefault((p.bits, p.halves), 0)
-    by_kind[(p.bits, p.halves)] += p.nbytes
+    by_kind.setdefault(p.bits, 0)
+    by_kind[p.bits] += p.nbytes
 print({k: round(v / 1e6) for k, v in by_kind.items()})
 torch.manual_seed(0)
 for M in (1, 2, 3, 4):
@@ -29,11 +29,11 @@ for M in (1, 2, 3, 4):
     for r in range(7):
         t0 = time.perf_counter()
         for p in parts:
-            op(xs[p.in_features], p.w, p.sub, p.sup, p.bits, p.halves, p.unscale, isa)
+            op(xs[p.in_features], p.w, p.sub, p.sup, p.bits, p.unscale, isa)
         st.append((time.perf_counter() - t0) * 1e3)
         t0 = time.perf_counter()
         for _ in range(reps):
             for p in small:
-                op(xs[p.in_features], p.w, p.sub, p.sup, p.bits, p.halves, p.unscale, isa)
+                op(xs[p.in_features], p.w, p.sub, p.sup, p.bits, p.unscale, isa)
         ca.append((time.perf_counter() - t0) * 1e3)
     print(f"M={M} streamed {statistics.median(st):6.1f} ms  cached(same bytes, {reps} calls) {statistics.median(ca):6.1f} ms", flush=True)

@@ -16,4 +16,4 @@ for kind in ("gate_up", "down"):
             ts.append(time.perf_counter() - a)
         t = statistics.median(ts)
         macs = sum(p.out_features * p.in_features for p in ps) * M
-        print(kind, p0.bits, p0.halves, M, f"{t*1e3:.1f} ms  {macs/t/1e9:.1f} GMAC/s  {t*1e3/M:.2f} ms/row", flush=True)
+        print(kind, p0.bits, M, f"{t*1e3:.1f} ms  {macs/t/1e9:.1f} GMAC/s  {t*1e3/M:.2f} ms/row", flush=True)

@@ -41,7 +41,7 @@ for r in range(rounds):
             res[f"{tag}_{kind}"].append(time.perf_counter() - t)
             if r == 0:
                 nbytes[f"{tag}_{kind}"] = sum(getattr(l, kind).parts[0].nbytes for l in m.layers)
-                print(tag, kind, "parts", nparts, [ (p.bits, p.out_features, p.in_features, p.halves) for p in getattr(m.layers[0], kind).parts])
+                print(tag, kind, "parts", nparts, [ (p.bits, p.out_features, p.in_features) for p in getattr(m.layers[0], kind).parts])
     n = T.length
     t = time.perf_counter(); T.extend(torch.tensor([5])); res["target"].append(time.perf_counter() - t); T.rollback(n)
     for k in (2, 4):
