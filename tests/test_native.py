@@ -184,6 +184,42 @@ def test_the_layer_kernel_computes_the_python_layer(make, tmp_path):
     assert not torch.equal(our_caches, caches)  # the new keys and values were written
 
 
+@pytest.mark.skipif("int4-dot8" not in RUNNABLE, reason="the int4-dot8 kernels need AVX2")
+@pytest.mark.parametrize("make", [tiny_llama, tiny_qwen2], ids=["llama", "qwen2"])
+def test_the_layer_stack_in_one_call_is_the_layers_in_turn(make, tmp_path, monkeypatch):
+    """`KernelStack`: every int4-dot8 layer in one call of layer.cpp per pass gives bitwise the logits, keys and
+    values of the layers called one by one, for two sequences in batched passes after cached tokens; and the engine
+    takes that call (no layer is called from Python)."""
+    model = make(vocab_size=48)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith("bias"):
+                parameter.normal_(0, 0.5)
+    native, _ = _pair(model, tmp_path, "int4-dot8")
+    assert native._stack is not None
+
+    def run(stack: bool):
+        native.__dict__["_stack"] = native._stack if stack else None
+        a, b = native.sequence(0), native.sequence(1)
+        a.clear(), b.clear()
+        out = native.extend_batch([(a, torch.tensor([1, 5, 9, 2, 7, 3]), 1), (b, torch.tensor([4, 8, 6]), 1)])
+        out += native.extend_batch([(a, torch.tensor([11, 12, 13]), None), (b, torch.tensor([40]), None)])
+        native.__dict__.pop("_stack", None)
+        return out, [(c.k[:, :, :, :9].clone(), c.v[:, :, :, :9].clone()) for c in native._caches[:2]]
+
+    theirs, their_caches = run(False)
+
+    def refused(*args):
+        raise AssertionError("a layer was called from Python")
+
+    monkeypatch.setattr(torch.ops.specdecode, "dot8_layer", refused)
+    ours, our_caches = run(True)
+    assert all(torch.equal(o, t) for o, t in zip(ours, theirs, strict=True))
+    for mine, their in zip(our_caches, their_caches, strict=True):  # each sequence's (k, v)
+        assert torch.equal(mine[0], their[0]) and torch.equal(mine[1], their[1])
+    assert our_caches[1][0].abs().sum() > 0 and not torch.equal(ours[2][-1], ours[3][-1])  # (a mix-up would show)
+
+
 def test_batch_invariance_holds_across_a_key_block_boundary(smollm2_native):
     """A pass whose keys span two attention blocks (positions 505..512) still matches token-by-token passes."""
     model = smollm2_native.model

@@ -1,5 +1,6 @@
-// One Llama-family layer of the int4-dot8 format in one call: the same layer as models/llama.py's `LlamaLayer`
-// (which calls this for that format), without a Python step per product, norm and rotation:
+// One Llama-family layer of the int4-dot8 format in one call (or a stack of them: dot8_layers): the same layer as
+// models/llama.py's `LlamaLayer` (which calls this for that format), without a Python step per product, norm and
+// rotation:
 //
 //   h   = x + o(attention(rope(qkv(rmsnorm(x)))))
 //   out = h + down(silu(gate(rmsnorm(h))) * up(rmsnorm(h)))
@@ -186,6 +187,35 @@ at::Tensor dot8_layer(const at::Tensor& x, const at::Tensor& attn_norm, const at
   return out;
 }
 
+// dot8_layer through L layers in turn, in one call (llama.py `KernelStack`): per layer l, its norms, qkv bias (or
+// none) and its four linears' parts (parts[4 l .. 4 l + 3], their weights, bits and unscales one layer after
+// another), and its caches k_caches[l S .. l S + S - 1] for the S segments (v_caches alike).
+at::Tensor dot8_layers(const at::Tensor& x, at::TensorList attn_norms, at::TensorList mlp_norms, double eps,
+                       at::TensorList weights, at::IntArrayRef parts, at::IntArrayRef bits,
+                       at::ArrayRef<double> unscales, const c10::List<c10::optional<at::Tensor>>& qkv_biases,
+                       int64_t heads, int64_t kv_heads, int64_t hd, const at::Tensor& cos, const at::Tensor& sin,
+                       at::TensorList k_caches, at::TensorList v_caches, at::IntArrayRef firsts,
+                       at::IntArrayRef counts, at::IntArrayRef starts, int64_t isa) {
+  const size_t L = attn_norms.size(), S = firsts.size();
+  TORCH_CHECK(mlp_norms.size() == L && qkv_biases.size() == L && parts.size() == 4 * L,
+              "dot8_layers: norms, a qkv bias and four linears per layer");
+  TORCH_CHECK(k_caches.size() == L * S && v_caches.size() == L * S, "dot8_layers: a cache per layer and segment");
+  at::Tensor h = x;
+  size_t part = 0;  // the first of layer l's parts
+  for (size_t l = 0; l < L; ++l) {
+    const at::IntArrayRef mine = parts.slice(4 * l, 4);
+    size_t n = 0;
+    for (const int64_t p : mine) n += static_cast<size_t>(p);
+    TORCH_CHECK(3 * (part + n) <= weights.size() && part + n <= bits.size() && part + n <= unscales.size(),
+                "dot8_layers: fewer weights than parts");
+    h = dot8_layer(h, attn_norms[l], mlp_norms[l], eps, weights.slice(3 * part, 3 * n), mine, bits.slice(part, n),
+                   unscales.slice(part, n), qkv_biases.get(l), heads, kv_heads, hd, cos, sin, k_caches.slice(l * S, S),
+                   v_caches.slice(l * S, S), firsts, counts, starts, isa);
+    part += n;
+  }
+  return h;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(specdecode, m) {
@@ -194,4 +224,9 @@ TORCH_LIBRARY_FRAGMENT(specdecode, m) {
         "Tensor cos, Tensor sin, Tensor(a!)[] k_caches, Tensor(b!)[] v_caches, int[] firsts, int[] counts, "
         "int[] starts, int isa) -> Tensor",
         &dot8_layer);
+  m.def("dot8_layers(Tensor x, Tensor[] attn_norms, Tensor[] mlp_norms, float eps, Tensor[] weights, int[] parts, "
+        "int[] bits, float[] unscales, Tensor?[] qkv_biases, int heads, int kv_heads, int head_dim, Tensor cos, "
+        "Tensor sin, Tensor(a!)[] k_caches, Tensor(b!)[] v_caches, int[] firsts, int[] counts, int[] starts, "
+        "int isa) -> Tensor",
+        &dot8_layers);
 }

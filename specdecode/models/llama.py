@@ -251,6 +251,43 @@ class LlamaLayer:
         return apply(self.down, F.silu(gate) * up)
 
 
+@dataclass(frozen=True)
+class KernelStack:
+    """A stack of int4-dot8 layers run by layer.cpp in one call per pass (`dot8_layers`): each layer's
+    `LlamaLayer._kernel_call` in turn, the same steps on the same bits, without Python between layers (~40 us a
+    layer on a 2-core EPYC: 7% of a draft token of the 0.5B, 3% of a pass of the 1.5B)."""
+
+    attn_norms: list[torch.Tensor]
+    mlp_norms: list[torch.Tensor]
+    weights: list[torch.Tensor]
+    parts: list[int]
+    bits: list[int]
+    unscales: list[float]
+    qkv_biases: list[torch.Tensor | None]
+    isa: int
+
+    @classmethod
+    def of(cls, layers: list[LlamaLayer]) -> KernelStack | None:
+        """The stack of these layers, or None where one of them cannot run in layer.cpp."""
+        kernels = [layer._kernel for layer in layers]
+        if not layers or any(k is None for k in kernels) or len({k[4] for k in kernels}) > 1:
+            return None
+        return cls([layer.attn_norm for layer in layers], [layer.mlp_norm for layer in layers],
+                   *([v for k in kernels for v in k[i]] for i in range(4)), [layer.qkv.bias for layer in layers],
+                   kernels[0][4])
+
+    def __call__(self, x: torch.Tensor, shape: LlamaShape, cos: torch.Tensor, sin: torch.Tensor,
+                 rows: list[tuple[int, int, int]], caches: list[list[tuple[torch.Tensor, torch.Tensor]]]
+                 ) -> torch.Tensor:
+        """x [T, D]; cos, sin [T, hd]; rows: per segment (first, count, start), all its rows new tokens; caches: per
+        layer, per segment its (k, v) [KV, S, hd] -> [T, D]."""
+        return torch.ops.specdecode.dot8_layers(
+            x.contiguous(), self.attn_norms, self.mlp_norms, shape.rms_eps, self.weights, self.parts, self.bits,
+            self.unscales, self.qkv_biases, shape.heads, shape.kv_heads, shape.head_dim, cos.contiguous(),
+            sin.contiguous(), [k for layer in caches for k, _ in layer], [v for layer in caches for _, v in layer],
+            [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], self.isa)
+
+
 def run_layers(layers: list[LlamaLayer], x: torch.Tensor, step, capture: tuple[int, ...] = ()):
     """x through every layer as step(i, layer, x) -> (x out, features): with `capture`, the residual stream
     entering each of those layers (len(layers) = the last layer's output) concatenated [..., len(capture) D], in

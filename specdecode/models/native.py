@@ -40,6 +40,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -59,6 +60,7 @@ from .linear import (
     check_format,
 )
 from .llama import (
+    KernelStack,
     KeyPositions,
     LlamaLayer,
     LlamaShape,
@@ -302,12 +304,25 @@ class NativeLlama(CausalLM):
         x = self.embed[tokens][None]  # [1, T, D]
         cos, sin = self.cos[positions][None], self.sin[positions][None]  # [1, T, hd]
         masks = [p.mask if (lo, hi) == (0, p.count) else KeyPositions(p.positions[lo:hi]) for p, lo, hi in pieces]
-        x, features = run_layers(layers, x, lambda i, layer, x: layer(x, self.shape, cos, sin, [
-            Segment(first, hi - lo, p.cache.k[i], p.cache.v[i], p.start + lo, min(hi, p.k) - lo, p.span, mask)
-            for (p, lo, hi), first, mask in zip(pieces, firsts, masks, strict=False) if hi > lo]),
-            self.feature_layers)
+        if layers is self.layers and self._stack is not None and not self.feature_layers and all(
+                isinstance(mask, KeyPositions) and hi <= p.k for (p, _, hi), mask in zip(pieces, masks, strict=True)):
+            live = [(p, lo, hi, first) for (p, lo, hi), first in zip(pieces, firsts, strict=False) if hi > lo]
+            rows = [(first, hi - lo, p.start + lo) for p, lo, hi, first in live]
+            caches = [[p.cache.per_layer[i] for p, *_ in live] for i in range(len(layers))]
+            x = self._stack(x[0], self.shape, cos[0], sin[0], rows, caches)[None]
+            features = None
+        else:
+            x, features = run_layers(layers, x, lambda i, layer, x: layer(x, self.shape, cos, sin, [
+                Segment(first, hi - lo, p.cache.k[i], p.cache.v[i], p.start + lo, min(hi, p.k) - lo, p.span, mask)
+                for (p, lo, hi), first, mask in zip(pieces, firsts, masks, strict=False) if hi > lo]),
+                self.feature_layers)
         rows = [slice(a, b) for a, b in itertools.pairwise(firsts)]
         return [x[0, r] for r in rows], [None if features is None else features[0, r] for r in rows]
+
+    @cached_property
+    def _stack(self) -> KernelStack | None:
+        """The layers in one call of layer.cpp per pass, where each can run there (int4-dot8)."""
+        return KernelStack.of(self.layers)
 
     @staticmethod
     def _pieces(plan: Plan) -> list[tuple[int, int]]:
@@ -390,6 +405,11 @@ class Cache:
     length: int = 0
     ids: list[int] = field(default_factory=list)
     paths: list[bool] = field(default_factory=list)
+
+    @cached_property
+    def per_layer(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Each layer's (k, v) [KV, max_length, hd]: views into k and v, made once (`KernelStack`'s caches)."""
+        return [(k[0], v[0]) for k, v in zip(self.k, self.v, strict=True)]
 
     def rollback(self, length: int) -> None:
         if not 0 <= length <= self.length:
