@@ -161,7 +161,7 @@ def test_the_layer_kernel_computes_the_python_layer(make, tmp_path):
                 parameter.normal_(0, 0.5)
     native, _ = _pair(model, tmp_path, "int4-dot8")
     shape, layer = native.shape, native.layers[1]
-    assert layer._kernel is not None
+    assert layer._stack is not None
     torch.manual_seed(0)
     x = torch.randn(1, 7, shape.hidden)
     positions = torch.tensor([3, 4, 5, 9, 10, 11, 12])  # sequence a: 3 new rows after 3 cached; b: 4 after 9
@@ -170,12 +170,12 @@ def test_the_layer_kernel_computes_the_python_layer(make, tmp_path):
 
     def run(kernel):
         if not kernel:
-            layer.__dict__["_kernel"] = None  # (the cached property, emptied: the Python steps)
+            layer.__dict__["_stack"] = None  # (the cached property, emptied: the Python steps)
         c = caches.clone()
         segments = [Segment(0, 3, c[0, 0], c[0, 1], 3, 3, 32, KeyPositions(positions[:3])),
                     Segment(3, 4, c[1, 0], c[1, 1], 9, 4, 32, KeyPositions(positions[3:]))]
         out = layer(x, shape, cos, sin, segments)
-        layer.__dict__.pop("_kernel", None)
+        layer.__dict__.pop("_stack", None)
         return out, c
 
     (ours, our_caches), (theirs, their_caches) = run(True), run(False)
@@ -190,6 +190,8 @@ def test_the_layer_stack_in_one_call_is_the_layers_in_turn(make, tmp_path, monke
     """`KernelStack`: every int4-dot8 layer in one call of layer.cpp per pass gives bitwise the logits, keys and
     values of the layers called one by one, for two sequences in batched passes after cached tokens; and the engine
     takes that call (no layer is called from Python)."""
+    from specdecode.models.llama import LlamaLayer
+
     model = make(vocab_size=48)
     with torch.no_grad():
         for name, parameter in model.named_parameters():
@@ -212,7 +214,7 @@ def test_the_layer_stack_in_one_call_is_the_layers_in_turn(make, tmp_path, monke
     def refused(*args):
         raise AssertionError("a layer was called from Python")
 
-    monkeypatch.setattr(torch.ops.specdecode, "dot8_layer", refused)
+    monkeypatch.setattr(LlamaLayer, "__call__", refused)
     ours, our_caches = run(True)
     assert all(torch.equal(o, t) for o, t in zip(ours, theirs, strict=True))
     for mine, their in zip(our_caches, their_caches, strict=True):  # each sequence's (k, v)

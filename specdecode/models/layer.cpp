@@ -1,6 +1,6 @@
-// One Llama-family layer of the int4-dot8 format in one call (or a stack of them: dot8_layers): the same layer as
-// models/llama.py's `LlamaLayer` (which calls this for that format), without a Python step per product, norm and
-// rotation:
+// A stack of Llama-family layers of the int4-dot8 format in one call per pass (dot8_layers): each the same layer as
+// models/llama.py's `LlamaLayer` (whose `KernelStack` calls this for that format), without a Python step per layer,
+// product, norm and rotation:
 //
 //   h   = x + o(attention(rope(qkv(rmsnorm(x)))))
 //   out = h + down(silu(gate(rmsnorm(h))) * up(rmsnorm(h)))
@@ -33,14 +33,14 @@ struct Linear {  // one of the layer's matrices: its parts stacked along N
 // bits and unscale per part.
 std::vector<Linear> linears(at::TensorList weights, at::IntArrayRef parts, at::IntArrayRef bits,
                             at::ArrayRef<double> unscales) {
-  TORCH_CHECK(parts.size() == 4, "dot8_layer: four linears (qkv, o, gate_up, down)");
+  TORCH_CHECK(parts.size() == 4, "dot8_layers: four linears a layer (qkv, o, gate_up, down)");
   std::vector<Linear> out;
   size_t next = 0;
   for (size_t i = 0; i < 4; ++i) {
     Linear linear{{}, 0};
     for (int64_t j = 0; j < parts[i]; ++j, ++next) {
       TORCH_CHECK(3 * next + 2 < weights.size() && next < bits.size() && next < unscales.size(),
-                  "dot8_layer: fewer weights than parts");
+                  "dot8_layers: fewer weights than parts");
       linear.parts.push_back(specdecode::dot8_part(weights[3 * next], weights[3 * next + 1], weights[3 * next + 2],
                                                    bits[next], unscales[next]));
       linear.out += 16 * linear.parts.back().tiles;
@@ -94,44 +94,55 @@ __attribute__((target("avx2,fma"))) void silu_times(const float* g, const float*
   }
 }
 
+// Whose and where each of a pass's T rows is: segment_of[t] (the segment holding row t) and position[t] (its slot in
+// that segment's cache), from the segments' firsts, counts and starts; checked once a pass.
+struct Rows {
+  std::vector<int64_t> segment_of, position;
+};
+
+Rows rows_of(int64_t T, at::IntArrayRef firsts, at::IntArrayRef counts, at::IntArrayRef starts) {
+  const size_t segments = firsts.size();
+  TORCH_CHECK(counts.size() == segments && starts.size() == segments,
+              "dot8_layers: one first, count and start per segment");
+  Rows rows{std::vector<int64_t>(T, -1), std::vector<int64_t>(T)};
+  for (size_t s = 0; s < segments; ++s) {
+    TORCH_CHECK(firsts[s] >= 0 && counts[s] >= 1 && firsts[s] + counts[s] <= T && starts[s] >= 0,
+                "dot8_layers: a segment outside the pass");
+    for (int64_t r = 0; r < counts[s]; ++r) {
+      TORCH_CHECK(rows.segment_of[firsts[s] + r] < 0, "dot8_layers: segments overlap");
+      rows.segment_of[firsts[s] + r] = static_cast<int64_t>(s);
+      rows.position[firsts[s] + r] = starts[s] + r;
+    }
+  }
+  TORCH_CHECK(std::find(rows.segment_of.begin(), rows.segment_of.end(), -1) == rows.segment_of.end(),
+              "dot8_layers: a row in no segment");
+  return rows;
+}
+
+// One layer of x [T, D] (contiguous float32; cos, sin [T, hd] checked by the caller) -> [T, D]; each segment s's new
+// keys and values into k_caches[s], v_caches[s] [KV, S, hd] at its rows' positions.
 at::Tensor dot8_layer(const at::Tensor& x, const at::Tensor& attn_norm, const at::Tensor& mlp_norm, double eps,
                       at::TensorList weights, at::IntArrayRef parts, at::IntArrayRef bits,
                       at::ArrayRef<double> unscales, const c10::optional<at::Tensor>& qkv_bias,
                       int64_t heads, int64_t kv_heads, int64_t hd, const at::Tensor& cos, const at::Tensor& sin,
-                      at::TensorList k_caches, at::TensorList v_caches, at::IntArrayRef firsts,
-                      at::IntArrayRef counts, at::IntArrayRef starts, int64_t isa) {
-  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(), "x: contiguous float32 [T, D]");
+                      at::TensorList k_caches, at::TensorList v_caches, at::IntArrayRef counts,
+                      at::IntArrayRef starts, const Rows& rows, int64_t isa) {
   const int64_t T = x.size(0), D = x.size(1), H = heads, KV = kv_heads, Q = (H + 2 * KV) * hd;
-  TORCH_CHECK(H % KV == 0 && hd % 8 == 0, "dot8_layer: head sizes");
-  TORCH_CHECK(cos.sizes() == at::IntArrayRef({T, hd}) && sin.sizes() == cos.sizes() && cos.is_contiguous() &&
-                  sin.is_contiguous() && cos.scalar_type() == at::kFloat && sin.scalar_type() == at::kFloat,
-              "cos, sin: contiguous float32 [T, hd]");
   TORCH_CHECK(attn_norm.numel() == D && mlp_norm.numel() == D && attn_norm.is_contiguous() &&
                   mlp_norm.is_contiguous() && attn_norm.scalar_type() == at::kFloat &&
                   mlp_norm.scalar_type() == at::kFloat, "norms: contiguous float32 [D]");
   const std::vector<Linear> lin = linears(weights, parts, bits, unscales);
   const Linear &qkv = lin[0], &o = lin[1], &gate_up = lin[2], &down = lin[3];
-  TORCH_CHECK(qkv.out == Q && o.out == D && down.out == D && gate_up.out % 2 == 0, "dot8_layer: linear shapes");
+  TORCH_CHECK(qkv.out == Q && o.out == D && down.out == D && gate_up.out % 2 == 0, "dot8_layers: linear shapes");
   const int64_t I = gate_up.out / 2;
-  const size_t segments = firsts.size();
-  TORCH_CHECK(counts.size() == segments && starts.size() == segments && k_caches.size() == segments &&
-                  v_caches.size() == segments, "dot8_layer: one first, count, start and cache per segment");
-  std::vector<int64_t> segment_of(T, -1), position(T);
-  for (size_t s = 0; s < segments; ++s) {
+  for (size_t s = 0; s < counts.size(); ++s) {
     const at::Tensor &k = k_caches[s], &v = v_caches[s];
     TORCH_CHECK(k.dim() == 3 && k.size(0) == KV && k.size(2) == hd && k.is_contiguous() &&
                     k.scalar_type() == at::kFloat && v.sizes() == k.sizes() && v.is_contiguous() &&
                     v.scalar_type() == at::kFloat, "caches: contiguous float32 [KV, S, hd]");
-    TORCH_CHECK(firsts[s] >= 0 && counts[s] >= 1 && firsts[s] + counts[s] <= T && starts[s] >= 0 &&
-                    starts[s] + counts[s] <= k.size(1), "dot8_layer: a segment outside the pass or its cache");
-    for (int64_t r = 0; r < counts[s]; ++r) {
-      TORCH_CHECK(segment_of[firsts[s] + r] < 0, "dot8_layer: segments overlap");
-      segment_of[firsts[s] + r] = static_cast<int64_t>(s);
-      position[firsts[s] + r] = starts[s] + r;
-    }
+    TORCH_CHECK(starts[s] + counts[s] <= k.size(1), "dot8_layers: a segment outside its cache");
   }
-  TORCH_CHECK(std::find(segment_of.begin(), segment_of.end(), -1) == segment_of.end(),
-              "dot8_layer: a row in no segment");
+  const std::vector<int64_t> &segment_of = rows.segment_of, &position = rows.position;
   if (qkv_bias.has_value())
     TORCH_CHECK(qkv_bias->numel() == Q && qkv_bias->is_contiguous() && qkv_bias->scalar_type() == at::kFloat,
                 "qkv_bias: contiguous float32 [(H + 2 KV) hd]");
@@ -187,19 +198,26 @@ at::Tensor dot8_layer(const at::Tensor& x, const at::Tensor& attn_norm, const at
   return out;
 }
 
-// dot8_layer through L layers in turn, in one call (llama.py `KernelStack`): per layer l, its norms, qkv bias (or
-// none) and its four linears' parts (parts[4 l .. 4 l + 3], their weights, bits and unscales one layer after
-// another), and its caches k_caches[l S .. l S + S - 1] for the S segments (v_caches alike).
+// x [T, D] through L layers in turn, in one call per pass (llama.py `KernelStack`): per layer l, its norms, qkv bias
+// (or none) and its four linears' parts (parts[4 l .. 4 l + 3], their weights, bits and unscales one layer after
+// another), and its caches k_caches[l S .. l S + S - 1] for the S segments (v_caches alike) -> [T, D].
 at::Tensor dot8_layers(const at::Tensor& x, at::TensorList attn_norms, at::TensorList mlp_norms, double eps,
                        at::TensorList weights, at::IntArrayRef parts, at::IntArrayRef bits,
                        at::ArrayRef<double> unscales, const c10::List<c10::optional<at::Tensor>>& qkv_biases,
                        int64_t heads, int64_t kv_heads, int64_t hd, const at::Tensor& cos, const at::Tensor& sin,
                        at::TensorList k_caches, at::TensorList v_caches, at::IntArrayRef firsts,
                        at::IntArrayRef counts, at::IntArrayRef starts, int64_t isa) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(), "x: contiguous float32 [T, D]");
+  const int64_t T = x.size(0);
+  TORCH_CHECK(heads % kv_heads == 0 && hd % 8 == 0, "dot8_layers: head sizes");
+  TORCH_CHECK(cos.sizes() == at::IntArrayRef({T, hd}) && sin.sizes() == cos.sizes() && cos.is_contiguous() &&
+                  sin.is_contiguous() && cos.scalar_type() == at::kFloat && sin.scalar_type() == at::kFloat,
+              "cos, sin: contiguous float32 [T, hd]");
   const size_t L = attn_norms.size(), S = firsts.size();
   TORCH_CHECK(mlp_norms.size() == L && qkv_biases.size() == L && parts.size() == 4 * L,
               "dot8_layers: norms, a qkv bias and four linears per layer");
   TORCH_CHECK(k_caches.size() == L * S && v_caches.size() == L * S, "dot8_layers: a cache per layer and segment");
+  const Rows rows = rows_of(T, firsts, counts, starts);
   at::Tensor h = x;
   size_t part = 0;  // the first of layer l's parts
   for (size_t l = 0; l < L; ++l) {
@@ -210,7 +228,7 @@ at::Tensor dot8_layers(const at::Tensor& x, at::TensorList attn_norms, at::Tenso
                 "dot8_layers: fewer weights than parts");
     h = dot8_layer(h, attn_norms[l], mlp_norms[l], eps, weights.slice(3 * part, 3 * n), mine, bits.slice(part, n),
                    unscales.slice(part, n), qkv_biases.get(l), heads, kv_heads, hd, cos, sin, k_caches.slice(l * S, S),
-                   v_caches.slice(l * S, S), firsts, counts, starts, isa);
+                   v_caches.slice(l * S, S), counts, starts, rows, isa);
     part += n;
   }
   return h;
@@ -219,11 +237,6 @@ at::Tensor dot8_layers(const at::Tensor& x, at::TensorList attn_norms, at::Tenso
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(specdecode, m) {
-  m.def("dot8_layer(Tensor x, Tensor attn_norm, Tensor mlp_norm, float eps, Tensor[] weights, int[] parts, "
-        "int[] bits, float[] unscales, Tensor? qkv_bias, int heads, int kv_heads, int head_dim, "
-        "Tensor cos, Tensor sin, Tensor(a!)[] k_caches, Tensor(b!)[] v_caches, int[] firsts, int[] counts, "
-        "int[] starts, int isa) -> Tensor",
-        &dot8_layer);
   m.def("dot8_layers(Tensor x, Tensor[] attn_norms, Tensor[] mlp_norms, float eps, Tensor[] weights, int[] parts, "
         "int[] bits, float[] unscales, Tensor?[] qkv_biases, int heads, int kv_heads, int head_dim, Tensor cos, "
         "Tensor sin, Tensor(a!)[] k_caches, Tensor(b!)[] v_caches, int[] firsts, int[] counts, int[] starts, "

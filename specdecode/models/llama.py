@@ -175,15 +175,20 @@ class LlamaLayer:
         """x [B, T, D]; cos, sin [B, T, hd]; segments: whose rows of x are whose (one per sequence, in order along
         T) -> [B, T, D]. An int4-dot8 layer attending by `KeyPositions` runs in one call of our kernel (layer.cpp),
         the same steps in C++."""
-        if self._kernel is not None and x.shape[0] == 1 and all(isinstance(s.mask, KeyPositions) for s in segments):
-            return self._kernel_call(x[0], shape, cos[0], sin[0], segments)[None]
+        if self._stack is not None and x.shape[0] == 1 and all(isinstance(s.mask, KeyPositions) for s in segments):
+            if any(s.written != s.count for s in segments):
+                raise ValueError("the layer kernel takes segments whose rows are all new tokens")
+            rows = [(s.first, s.count, s.start) for s in segments]
+            return self._stack(x[0], shape, cos[0], sin[0], rows, [[(s.k_cache[0], s.v_cache[0]) for s in segments]]
+                               )[None]
         h = x + self.attention(rmsnorm(x, self.attn_norm, shape.rms_eps), shape, cos, sin, segments)
         return h + self.mlp(rmsnorm(h, self.mlp_norm, shape.rms_eps))
 
     @cached_property
     def _kernel(self) -> tuple | None:
-        """This layer's weights as layer.cpp takes them, or None where it cannot run them (not int4-dot8, a bias
-        outside the q, k, v projection, a matrix not in whole tiles)."""
+        """This layer's weights as layer.cpp takes them (weights, parts per linear, bits, unscales, isa), or None
+        where it cannot run them (not int4-dot8, a bias outside the q, k, v projection, a matrix not in whole
+        tiles)."""
         linears = (self.qkv, self.o, self.gate_up, self.down)
         parts = [linear.dot8_parts() for linear in linears]
         if any(p is None for p in parts) or any(linear.bias is not None for linear in linears[1:]):
@@ -191,17 +196,10 @@ class LlamaLayer:
         return ([t for p in parts for t in p[0]], [len(p[1]) for p in parts], [b for p in parts for b in p[1]],
                 [u for p in parts for u in p[2]], ISAS[self.qkv.isa])
 
-    def _kernel_call(self, x: torch.Tensor, shape: LlamaShape, cos: torch.Tensor, sin: torch.Tensor,
-                     segments: list[Segment]) -> torch.Tensor:
-        """x [T, D], cos, sin [T, hd] -> [T, D] by layer.cpp; each segment's rows are its new tokens (written)."""
-        weights, parts, bits, unscales, isa = self._kernel
-        if any(s.written != s.count for s in segments):
-            raise ValueError("the layer kernel takes segments whose rows are all new tokens")
-        return torch.ops.specdecode.dot8_layer(
-            x.contiguous(), self.attn_norm, self.mlp_norm, shape.rms_eps, weights, parts, bits, unscales, self.qkv.bias,
-            shape.heads, shape.kv_heads, shape.head_dim, cos.contiguous(), sin.contiguous(),
-            [s.k_cache[0] for s in segments], [s.v_cache[0] for s in segments], [s.first for s in segments],
-            [s.count for s in segments], [s.start for s in segments], isa)
+    @cached_property
+    def _stack(self) -> KernelStack | None:
+        """This layer alone in layer.cpp (a pass that captures features between layers calls them one by one)."""
+        return KernelStack.of([self])
 
     def project(self, x: torch.Tensor, shape: LlamaShape, cos: torch.Tensor, sin: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -253,9 +251,9 @@ class LlamaLayer:
 
 @dataclass(frozen=True)
 class KernelStack:
-    """A stack of int4-dot8 layers run by layer.cpp in one call per pass (`dot8_layers`): each layer's
-    `LlamaLayer._kernel_call` in turn, the same steps on the same bits, without Python between layers (~40 us a
-    layer on a 2-core EPYC: 7% of a draft token of the 0.5B, 3% of a pass of the 1.5B)."""
+    """A stack of int4-dot8 layers run by layer.cpp in one call per pass (`dot8_layers`): each layer's steps in C++,
+    in turn, without Python between layers (~40 us a layer on a 2-core EPYC: 7% of a draft token of the 0.5B, 3% of
+    a pass of the 1.5B). x's rows are segments (`Segment`), all their rows new tokens."""
 
     attn_norms: list[torch.Tensor]
     mlp_norms: list[torch.Tensor]
