@@ -254,6 +254,18 @@ def load_target(name: str = DEFAULT_TARGET, dtype: str = "auto", engine: str = "
     return Target(model, tokenizer, used, display, directory, dtype, note)
 
 
+def check_target(name: str) -> None:
+    """A clear error (ValueError) for a target that is not there, without loading it: the toy, the default, a named
+    model (fetched on first use) and an existing FILE.gguf or checkpoint directory pass."""
+    if name in ("toy", DEFAULT_TARGET) or is_named(name):
+        return
+    if str(name).endswith(".gguf"):
+        if not Path(name).expanduser().is_file():
+            raise ValueError(f"GGUF file {name!r} does not exist")
+        return
+    resolve_checkpoint(name)
+
+
 def _llama_cpp_target(name: str, display: str) -> Target:
     """The default target's GGUF file as shipped, or a FILE.gguf, on llama.cpp."""
     if name == DEFAULT_TARGET:

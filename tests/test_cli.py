@@ -78,6 +78,8 @@ def test_compare_times_plain_and_speculative_decoding_alike(capsys):
     (TOY + ["--draft-confidence", "1.5", "the"], "--draft-confidence must be in [0, 1]"),
     (TOY + ["--draft", "prompt-lookup", "--draft-confidence", "0.5", "the"], "for draft models"),
     (["generate", "--target", "nowhere", "hi"], "cannot load model"),
+    (["info", "--target", "nowhere", "--no-measure"], "cannot load model"),
+    (["info", "--target", "nowhere.gguf", "--no-measure"], "does not exist"),
     (["analyze", "--alpha", "1.5"], "alpha"),
     (["analyze", "--p", "0.5,0.6", "--q", "0.5,0.5"], "sum to 1"),
     (["analyze", "--p", "0.5,0.5"], "both --p and --q"),

@@ -11,7 +11,7 @@ import torch
 from rich.table import Table
 
 from ..cpu import VARIABLE, capability
-from ..load import gguf_format, load_target, target_engine
+from ..load import check_target, gguf_format, load_target, target_engine
 from ..models import llama_cpp
 from ..models.costs import pass_times
 from ..models.default import DEFAULT_TARGET
@@ -37,6 +37,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_target(args.target)
     cpu = capability()
     fmt = best_format(cpu)
     why = ("the CPU has native bf16 matmuls: prepacked bf16 through oneDNN, batch invariant" if fmt == "bf16-onednn"
