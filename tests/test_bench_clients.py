@@ -74,6 +74,13 @@ def test_cli_report(tmp_path, capsys):
     assert all(len(load["answers"]) == 6 for load in ours["loads"].values())
     markdown = (out / "clients.md").read_text()
     assert "## Load: 2 concurrent clients, toy" in markdown and "| ours | toy-bigram-draft | 2 |" in markdown
+    # The host's compute rate beside each load, and said loudly where it moved (a check that can fail)
+    assert all(len(load["host_gflops"]) == 2 and min(load["host_gflops"]) > 0 for load in ours["loads"].values())
+    assert "host GFLOP/s before, after" in markdown and "Host compute: a float32 matmul" in markdown
+    steady = {"machine": {"threads": 1}, "methods": [{"loads": {"1": {"host_gflops": [100, 110]}}}]}
+    assert "moved" not in clients.host_line(steady)
+    steady["methods"][0]["loads"]["2"] = {"host_gflops": [150, 140]}
+    assert "It moved by 50%" in clients.host_line(steady)
 
     # The same requests in process, one at a time: the same answers as ours served alone (a check that can fail).
     inproc = report["in_process"]

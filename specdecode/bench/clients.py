@@ -104,6 +104,7 @@ class Load:
     seconds: float  # wall time, first request sent to last answer ended
     outcomes: list[Outcome]
     capped: bool = False  # the load's cap stopped it (its unfinished requests are errors)
+    host_gflops: tuple[float, float] | None = None  # the cores' compute rate just before and just after (`probed`)
 
 
 def request_body(prompt: Prompt, max_tokens: int, extra: dict) -> dict:
@@ -367,6 +368,25 @@ def run_alone(served: Served, in_process: InProcess, prompts: list[Prompt], max_
     return merged(served_loads), Load(in_process.name, 1, seconds, outcomes)
 
 
+def probed(run: Callable[[], Load | tuple[Load, ...]], threads: int) -> Load | tuple[Load, ...]:
+    """run() with the host's compute rate (`compute_rate`, on `threads` torch threads) measured just before and just
+    after, kept on the load(s) it returns: passes of several rows are compute-bound, and a shared host's compute rate
+    moves within minutes, so loads run minutes apart may differ by the host as well as by the servers."""
+    from ..cpu import torch_threads
+    from ..models.costs import compute_rate
+
+    def rate() -> float:
+        with torch_threads(threads):
+            return compute_rate() / 1e9
+
+    before = rate()
+    loads = run()
+    after = rate()
+    for load in loads if isinstance(loads, tuple) else (loads,):
+        load.host_gflops = (before, after)
+    return loads
+
+
 # Figures
 
 
@@ -413,6 +433,7 @@ def summarize(load: Load) -> dict:
             "tokens": tokens, "prompt_tokens": sum(o.prompt_tokens or 0 for o in done), "seconds": load.seconds,
             "tokens_per_second": tokens / load.seconds if load.seconds > 0 else 0.0,
             "tokens_per_target_call": tokens / calls if calls else None, **latencies(load.outcomes),
+            "host_gflops": list(load.host_gflops) if load.host_gflops else None,
             "per_client": per_client, "answers": [answer(o) for o in load.outcomes]}
 
 
@@ -491,11 +512,11 @@ def run_clients(target: str, draft: str | None, clients: int, prompts: list[Prom
         for count in dict.fromkeys((1, clients)):
             for served in servers if count == 1 else servers[::-1]:
                 if count == 1 and served is servers[0]:  # ours, alternating with the same requests in process
-                    loads[(served.name, 1)], alone = run_alone(served, in_process, prompts, max_tokens,
-                                                               request_timeout, progress)
+                    loads[(served.name, 1)], alone = probed(lambda s=served: run_alone(
+                        s, in_process, prompts, max_tokens, request_timeout, progress), threads)
                 else:
-                    loads[(served.name, count)] = run_load(served, prompts, count, max_tokens, request_timeout,
-                                                           progress=progress)
+                    loads[(served.name, count)] = probed(lambda s=served, c=count: run_load(
+                        s, prompts, c, max_tokens, request_timeout, progress=progress), threads)
     methods = compare(loads, {s.name: s.exact for s in servers}, clients)
     for m in methods:
         m["draft"] = drafts.get(m["method"])
@@ -550,6 +571,20 @@ def warnings(report: dict) -> list[str]:
     return lines
 
 
+def host_line(report: dict, moved: float = 1.2) -> str | None:
+    """What the host's compute rate did over the run (`probed`), or None where it was not measured; loudly where it
+    moved by more than `moved` (max / min)."""
+    rates = [g for m in report["methods"] for load in m["loads"].values() for g in load.get("host_gflops") or ()]
+    if not rates:
+        return None
+    line = (f"Host compute: a float32 matmul in the caches on {report['machine']['threads']} threads, measured just "
+            f"before and after each load: {min(rates):.0f}-{max(rates):.0f} GFLOP/s over the run.")
+    if max(rates) > moved * min(rates):
+        line += (f" **It moved by {max(rates) / min(rates) - 1:.0%}: loads whose passes carry several rows "
+                 "(compute-bound) differ by the host as well as by the servers where their rates differ.**")
+    return line
+
+
 def markdown(report: dict) -> str:
     """The --clients section of the bench report."""
     mc, n = report["machine"], report["clients"]
@@ -573,7 +608,7 @@ def markdown(report: dict) -> str:
                   "and tokenised by each): " + ", ".join(f"{name} {n}" for name, n in counted.items()) + ".", ""]
     lines += ["| method | draft | clients | tokens/s | vs 1 client | vs llama-server plain | TTFT p50 | TTFT p95 | "
               "per-token p50 | per-token p95 | chunk gap p50 | chunk gap p95 | tokens/target call | errors | "
-              "answers differing from alone |", "|---" * 15 + "|"]
+              "answers differing from alone | host GFLOP/s before, after |", "|---" * 16 + "|"]
     for m in report["methods"]:
         for count, load in m["loads"].items():
             theirs = base["loads"][count]["tokens_per_second"] if base else None
@@ -583,7 +618,10 @@ def markdown(report: dict) -> str:
                          f"{fmt(m['scaling'], '.2f', 'x') if count != '1' else ''} | "
                          f"{fmt(load['tokens_per_second'] / theirs, '.2f', 'x') if theirs else ''} | "
                          f"{_latency_cells(load, LATENCIES)} | {fmt(load['tokens_per_target_call'])} | "
-                         f"{load['errors']} of {load['requests']}{' (capped)' if load['capped'] else ''} | {differ} |")
+                         f"{load['errors']} of {load['requests']}{' (capped)' if load['capped'] else ''} | {differ} | "
+                         f"{', '.join(f'{g:.0f}' for g in load.get('host_gflops') or ())} |")
+    if host := host_line(report):
+        lines += ["", host]
     lines += ["", f"### Per client ({n} clients)", "",
               "| method | client | requests | tokens | tokens/s while busy | TTFT p50 | TTFT p95 | per-token p50 | "
               "per-token p95 | errors |", "|---" * 10 + "|"]

@@ -23,6 +23,21 @@ def read_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
     return buffer.numel() * 4 / best
 
 
+def compute_rate(seconds: float = 0.5, size: int = 256) -> float:
+    """Floating-point operations per second this process's torch threads do on a float32 matmul that fits in the
+    caches: what the cores compute when memory is not the limit. On the shared hosts we run on it moved by a third
+    within minutes while the memory bandwidth held (docs/bench/served-4-clients-anomaly), and passes of several rows,
+    compute-bound, moved with it."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    for _ in range(10):
+        a @ b
+    count, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        a @ b
+        count += 1
+    return 2 * size**3 * count / elapsed
+
+
 def _timed(fn) -> float:
     start = time.perf_counter()
     fn()
