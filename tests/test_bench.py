@@ -21,6 +21,7 @@ def validate(report: dict) -> None:
         assert key in report, key
     for key in ("cpu", "threads", "torch", "dtype", "commit", "read_bandwidth_gb_s", "date"):
         assert key in report["machine"], key
+    assert len(report["machine"]["host_gflops"]) == 2 and min(report["machine"]["host_gflops"]) > 0
     for engine, costs in report["costs"].items():
         assert set(costs["ms"]) == set(costs["ratio"]) and costs["ratio"]["1"] == pytest.approx(1.0), engine
         assert costs["plain_tokens_per_second"] > 0 and "bandwidth_achieved_gb_s" in costs
@@ -56,6 +57,7 @@ def test_quick_bench_runs_and_its_reports_validate(tmp_path, capsys):
         report = json.loads((out / "report.json").read_text())
         validate(report)
         assert (out / "report.md").read_text().startswith("# Bench")
+        assert "the host's compute rate (a float32 matmul in the caches)" in (out / "report.md").read_text()
         assert (out / "tokens_per_second.png").stat().st_size > 1000
     tiny = json.loads((tmp_path / "tiny-random-llama" / "report.json").read_text())
     families = {m["method"] for m in tiny["methods"]}

@@ -139,6 +139,9 @@ def markdown(report: dict, plots: list[str]) -> str:
     if all("ms_before" in c for c in report["costs"].values()):
         bookends = [f"{name} T(1) {c['ms_before'][k]:.1f} ms before, {c['ms_after'][k]:.1f} after"
                     for name, c in report["costs"].items() for k in [next(iter(c["ms_before"]))]]
+        if host := mc.get("host_gflops"):
+            bookends.append(f"the host's compute rate (a float32 matmul in the caches) {host[0]:.0f} GFLOP/s before, "
+                            f"{host[1]:.0f} after")
         lines += ["", "Each pass measured before the methods ran and again after (medians of 9), averaged: "
                   + "; ".join(bookends) + "."]
     for sampling in dict.fromkeys(m["sampling"] for m in report["methods"]):

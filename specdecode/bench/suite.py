@@ -22,7 +22,7 @@ import torch
 
 from ..cpu import capability
 from ..load import Target, add_prompt_paths, load_draft, load_target, resolve_checkpoint, target_engine
-from ..models.costs import pass_times, read_bandwidth
+from ..models.costs import compute_rate, pass_times, read_bandwidth
 from ..models.download import gguf_file, is_named
 from ..models.hf import HFCausalLM, load_hf_model, parse_dtype
 from ..prompts import KINDS, Prompt, load_prompts
@@ -224,6 +224,7 @@ def run_plan(plan: Plan, progress: bool = True) -> dict:
     engines = {name: t.model for name, t in loaded.items()}
     if "native" in engines and target.source is not None:
         engines["transformers"] = HFCausalLM(target.transformers_model())
+    compute_before = compute_rate() / 1e9
     before = pass_times(engines, plan.cost_ks)
     prompts = _prompts(plan)
     encoded = [(p.id, target.tokenizer.encode(p.prompt)) for p in prompts]
@@ -242,6 +243,7 @@ def run_plan(plan: Plan, progress: bool = True) -> dict:
     # The pass costs are measured before the methods run and again after, and averaged: the machine's speed drifts
     # over a run, and the predictions use them for the decoding in between.
     after = pass_times(engines, plan.cost_ks)
+    machine["host_gflops"] = [compute_before, compute_rate() / 1e9]  # (passes of several rows move with it)
     costs = {}
     for name in engines:
         per_k = {k: (before[name][k] + after[name][k]) / 2 for k in plan.cost_ks}
