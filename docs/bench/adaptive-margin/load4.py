@@ -1,6 +1,6 @@
 # 4 client threads through the Scheduler in process (as the server runs them, minus HTTP): per-request TTFT and
 # per-token, and every pass (model, rows per lease, ms)
-import sys, time, torch, threading, statistics, anyio, collections
+import os, sys, tempfile, time, torch, threading, statistics, anyio, collections
 from specdecode.load import load_target, load_draft, default_draft
 from specdecode.bench.clients import bench_prompts
 from specdecode.engine import Generation
@@ -61,5 +61,5 @@ tp = [x for x in log if x[0] == "T"]; dp = [x for x in log if x[0] == "D"]
 print(f"target passes {len(tp)} {sum(x[2] for x in tp):.1f}s, draft passes {len(dp)} {sum(x[2] for x in dp):.1f}s; idle {wall - sum(x[2] for x in log):.1f}s")
 rows = collections.Counter(sum(n for _, n in x[3]) for x in tp)
 print("target rows histogram", sorted(rows.items()))
-with open("load4_passes.txt", "w") as f:
+with open(os.path.join(tempfile.gettempdir(), "load4_passes.txt"), "w") as f:  # every pass, for a look by eye
     for x in log: f.write(f"{x[0]} {x[1]:.3f} {x[2]*1e3:.0f} {x[3]}\n")
