@@ -157,6 +157,32 @@ def test_method_specs_are_parsed_before_anything_is_built(capsys):
         assert "--temperature" in err and len(err.strip().splitlines()) == 1
 
 
+def test_a_named_targets_suite_runs_its_own_draft_beside_llama_server(monkeypatch, capsys):
+    """Without --methods a named GGUF target is benched with its own draft (the SmolLM2 suite's shipped draft has
+    another vocabulary: that run failed after a minute of loading), and llama-server speculates with the same model."""
+    from specdecode.bench.suite import MethodSpec, named_plan
+    from specdecode.cli import bench as bench_command
+
+    pair = named_plan("qwen2.5-coder-1.5b")
+    assert pair.greedy == pair.sampled == ["llama-server", "llama-server-draft:qwen2.5-coder-0.5b:default",
+                                           "plain@native", "spec:lookup+qwen2.5-coder-0.5b:auto"]
+    assert pair.default_draft == "lookup+qwen2.5-coder-0.5b"
+    assert named_plan("qwen2.5-coder-0.5b").greedy == ["llama-server", "llama-server-ngram", "plain@native",
+                                                       "spec:prompt-lookup:auto"]
+    assert named_plan("qwen2.5-coder-1.5b", "prompt-lookup").greedy[1] == "llama-server-ngram"
+    for spec in pair.greedy:
+        MethodSpec.parse(spec)
+    planned = []
+
+    def refuse(plan):
+        planned.append(plan)
+        raise ValueError("not run in the test")
+
+    monkeypatch.setattr(bench_command, "run_plan", refuse)
+    assert main(["bench", "--target", "qwen2.5-coder-1.5b", "--out", "/nonexistent"]) == 2
+    assert planned[0].greedy == pair.greedy and "not run in the test" in capsys.readouterr().err
+
+
 def test_accuracy_on_a_target_without_a_gguf_file_is_a_one_line_error(capsys):
     assert main(["bench", "--target", "toy", "--accuracy", "--out", "/nonexistent"]) == 2
     err = capsys.readouterr().err

@@ -21,9 +21,9 @@ from pathlib import Path
 import torch
 
 from ..cpu import capability
-from ..load import Target, add_prompt_paths, load_draft, load_target, resolve_checkpoint, target_engine
+from ..load import Target, add_prompt_paths, load_draft, load_target, parse_draft, resolve_checkpoint, target_engine
 from ..models.costs import compute_rate, pass_times, read_bandwidth
-from ..models.download import gguf_file, is_named
+from ..models.download import NAMED, gguf_file, is_named
 from ..models.hf import HFCausalLM, load_hf_model, parse_dtype
 from ..prompts import KINDS, Prompt, load_prompts
 from ..sampling import SamplingConfig
@@ -68,6 +68,18 @@ def default_plan(target: str, draft: str, ngram: str | None, eagle: str | None =
         samplings=[SamplingConfig(1.0)],
         default_draft="prompt-lookup" if engine == "llama.cpp" else f"lookup+{draft}",
     )
+
+
+def named_plan(target: str, draft: str | None = None) -> Plan:
+    """A named GGUF target's run (docs/real-pair.md's command, about 10 minutes for 2 prompts a kind here): llama.cpp's
+    server plain and speculating with the same draft model at its default settings (its n-gram drafts where the draft
+    names no model), ours plain on the native engine and ours with `draft` (default: what `generate` uses, the
+    target's named draft or prompt lookup), greedy and at T = 1."""
+    draft = draft or NAMED[target].draft or "prompt-lookup"
+    _, model, _ = parse_draft(draft)
+    theirs = f"llama-server-draft:{model}:default" if is_named(model) else "llama-server-ngram"
+    specs = ["llama-server", theirs, "plain@native", f"spec:{draft}:auto"]
+    return Plan(target, greedy=specs, sampled=specs, default_draft=draft)
 
 
 def quick_plans(directory: Path) -> list[Plan]:

@@ -14,10 +14,11 @@ from rich.table import Table
 from ..bench import clients, native_steps
 from ..bench import report as reports
 from ..bench.accuracy import PromptPath, agreements
-from ..bench.suite import Plan, default_plan, machine_info, quick_plans, run_plan
+from ..bench.suite import Plan, default_plan, machine_info, named_plan, quick_plans, run_plan
 from ..cpu import capability
 from ..load import SHIPPED_DRAFT, SHIPPED_EAGLE, SHIPPED_NGRAM, add_prompt_paths, load_target, resolve_checkpoint
 from ..models.default import DEFAULT_TARGET
+from ..models.download import is_named
 from ..models.eagle import is_eagle
 from ..prompts import load_prompts
 from ..sampling import SamplingConfig
@@ -26,7 +27,8 @@ from .console import make_console
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
-        "bench", help="ours vs transformers' generate / assisted generation, predicted vs measured speed-ups",
+        "bench", help="ours beside llama.cpp (its server and binding, plain and speculating) and transformers, "
+        "predicted vs measured speed-ups; or a served load of N clients",
         description="Runs every method on the same held-out prompts, alternating their order prompt by prompt, "
         "after measuring the cost of target passes of k tokens. Writes report.json, report.md and plots.",
         epilog="Method specs for --methods: plain, plain-hf, hf, hf-lookup:N, hf-assisted:DRAFT_DIR, llama.cpp, "
@@ -43,8 +45,8 @@ def add_parser(sub) -> None:
                    "writes accuracy.md)")
     p.add_argument("--target", default=DEFAULT_TARGET)
     p.add_argument("--draft", default=None,
-                   help="draft model directory (default: the shipped draft; with --clients: any draft `specdecode "
-                   "serve --draft` takes, default the server's own)")
+                   help="the suite's draft (default: a named target's own, as `generate` uses it, else the shipped "
+                   "draft; with --clients: any draft `specdecode serve --draft` takes, default the server's own)")
     p.add_argument("--ngram", default=str(SHIPPED_NGRAM), help="n-gram table for the bigram / unigram drafts")
     p.add_argument("--eagle", default=str(SHIPPED_EAGLE), help="EAGLE-3 head directory (default: the shipped one)")
     p.add_argument("--methods", default=None, help="comma-separated method specs instead of the suite (greedy, and "
@@ -91,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             ngram = args.ngram if Path(args.ngram).is_file() else None
             eagle = args.eagle if is_eagle(Path(args.eagle)) else None
-            plans = [default_plan(args.target, args.draft or str(SHIPPED_DRAFT), ngram, eagle)]
+            plans = [named_plan(args.target, args.draft) if is_named(args.target) else
+                     default_plan(args.target, args.draft or str(SHIPPED_DRAFT), ngram, eagle)]
         for plan in plans:
             plan.prompts_per_kind = min(plan.prompts_per_kind, args.prompts_per_kind) if args.quick \
                 else args.prompts_per_kind
