@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from specdecode.bench import clients
+from specdecode.bench import clients, clients_report
 from specdecode.cli import main
 
 PROMPTS = clients.bench_prompts("toy", 1)  # six toy texts
@@ -39,7 +39,7 @@ def test_loads_at_2_and_1_clients(toy_server):
     for n in ("1", "2"):
         figures = method["loads"][n]
         assert figures["tokens"] == 6 * len(PROMPTS) and figures["tokens_per_second"] > 0
-        for key in clients.LATENCIES:
+        for key in clients_report.LATENCIES:
             assert figures[key] is not None and figures[key] >= 0, key
         assert figures["ttft_p95_ms"] >= figures["ttft_p50_ms"]
         assert len(figures["per_client"]) == int(n)
@@ -53,7 +53,7 @@ def test_loads_at_2_and_1_clients(toy_server):
     assert clients.mismatches(loaded.outcomes, reference) == []
     assert clients.mismatches(loaded.outcomes, changed) == [PROMPTS[2].id]
     report = {"clients": 2, "methods": [dict(method, mismatches=1, mismatched=[PROMPTS[2].id])]}
-    assert any(line.startswith("MISMATCH: ours: 1 of 6") for line in clients.warnings(report))
+    assert any(line.startswith("MISMATCH: ours: 1 of 6") for line in clients_report.warnings(report))
 
 
 def test_cli_report(tmp_path, capsys):
@@ -78,19 +78,19 @@ def test_cli_report(tmp_path, capsys):
     assert all(len(load["host_gflops"]) == 2 and min(load["host_gflops"]) > 0 for load in ours["loads"].values())
     assert "host GFLOP/s before, after" in markdown and "Host compute: a float32 matmul" in markdown
     steady = {"machine": {"threads": 1}, "methods": [{"loads": {"1": {"host_gflops": [100, 110]}}}]}
-    assert "moved" not in clients.host_line(steady)
+    assert "moved" not in clients_report.host_line(steady)
     steady["methods"][0]["loads"]["2"] = {"host_gflops": [150, 140]}
-    assert "It moved by 50%" in clients.host_line(steady)
+    assert "It moved by 50%" in clients_report.host_line(steady)
 
     # The same requests in process, one at a time: the same answers as ours served alone (a check that can fail).
     inproc = report["in_process"]
     assert inproc["method"] == "ours in process" and inproc["draft"] == "toy-bigram-draft"
     assert inproc["load"]["errors"] == 0 and inproc["load"]["tokens"] == 30 and inproc["load"]["clients"] == 1
     assert inproc["mismatches"] == 0 and inproc["compared"] == 6 and inproc["served_over_in_process"] > 0
-    assert "| ours in process | toy-bigram-draft |" in markdown and not clients.warnings(report)
+    assert "| ours in process | toy-bigram-draft |" in markdown and not clients_report.warnings(report)
     report["in_process"] |= {"mismatches": 1, "mismatched": ["toy-3"]}
-    assert clients.warnings(report) == ["MISMATCH: 1 of 6 answers of ours served alone differ from the same request "
-                                        "run in process (toy-3)"]
+    assert clients_report.warnings(report) == ["MISMATCH: 1 of 6 answers of ours served alone differ from the same "
+                                               "request run in process (toy-3)"]
 
 
 @pytest.mark.parametrize("n", ["0", "-1"])

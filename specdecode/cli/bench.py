@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from rich.table import Table
 
-from ..bench import clients, native_steps
+from ..bench import clients, clients_report, native_steps
 from ..bench import report as reports
 from ..bench.accuracy import PromptPath, agreements
 from ..bench.suite import Plan, default_plan, machine_info, named_plan, quick_plans, run_plan
@@ -147,9 +147,9 @@ def _clients(args: argparse.Namespace, command: str) -> int:
         from ..bench.llama_server import server_build
 
         report["machine"]["llama_server_build"] = server_build()
-    written = clients.write(report, args.out)
-    console.print(clients.markdown(report), markup=False)
-    for line in clients.warnings(report):
+    written = clients_report.write(report, args.out)
+    console.print(clients_report.markdown(report), markup=False)
+    for line in clients_report.warnings(report):
         console.print(line, style="bold red", markup=False)
     print(f"wrote {', '.join(str(p) for p in written)}")
     return 0
