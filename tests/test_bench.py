@@ -181,6 +181,9 @@ def test_a_named_targets_suite_runs_its_own_draft_beside_llama_server(monkeypatc
     monkeypatch.setattr(bench_command, "run_plan", refuse)
     assert main(["bench", "--target", "qwen2.5-coder-1.5b", "--out", "/nonexistent"]) == 2
     assert planned[0].greedy == pair.greedy and "not run in the test" in capsys.readouterr().err
+    assert main(["bench", "--target", "qwen2.5-coder-1.5b", "--engine-steps", "--out", "/nonexistent"]) == 2
+    err = capsys.readouterr().err
+    assert "GGUF model" in err and len(err.strip().splitlines()) == 1
 
 
 def test_accuracy_on_a_target_without_a_gguf_file_is_a_one_line_error(capsys):

@@ -167,6 +167,9 @@ def _serve_flags(clients: int) -> list[str]:
 
 
 def _engine_steps(args: argparse.Namespace, command: str) -> int:
+    if is_named(args.target):
+        raise ValueError(f"--engine-steps takes a transformers checkpoint (its steps are bf16 and int8 formats); "
+                         f"{args.target} is a GGUF model: `specdecode info --target {args.target}` measures its T(k)")
     times = native_steps.measure(resolve_checkpoint(args.target))
     ks = list(next(iter(times.values())))
     lines = [f"# Native engine, step by step: {args.target}", "", f"Command: `{command}`; {capability().summary}; "
