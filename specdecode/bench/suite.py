@@ -21,7 +21,16 @@ from pathlib import Path
 import torch
 
 from ..cpu import capability
-from ..load import Target, add_prompt_paths, load_draft, load_target, parse_draft, resolve_checkpoint, target_engine
+from ..load import (
+    DEFAULT_DRAFTS,
+    Target,
+    add_prompt_paths,
+    load_draft,
+    load_target,
+    parse_draft,
+    resolve_checkpoint,
+    target_engine,
+)
 from ..models.costs import compute_rate, pass_times, read_bandwidth
 from ..models.download import NAMED, gguf_file, is_named
 from ..models.hf import HFCausalLM, load_hf_model, parse_dtype
@@ -75,7 +84,7 @@ def named_plan(target: str, draft: str | None = None) -> Plan:
     server plain and speculating with the same draft model at its default settings (its n-gram drafts where the draft
     names no model), ours plain on the native engine and ours with `draft` (default: what `generate` uses, the
     target's named draft or prompt lookup), greedy and at T = 1."""
-    draft = draft or NAMED[target].draft or "prompt-lookup"
+    draft = draft or NAMED[target].draft or DEFAULT_DRAFTS["other targets"]
     _, model, _ = parse_draft(draft)
     theirs = f"llama-server-draft:{model}:default" if is_named(model) else "llama-server-ngram"
     specs = ["llama-server", theirs, "plain@native", f"spec:{draft}:auto"]
