@@ -31,9 +31,9 @@ def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     Where nothing is left (p <= q everywhere, i.e. p == q up to rounding, so a rejection had probability ~0),
     the row falls back to p, which is then the exact conditional anyway.
     """
-    left = torch.clamp(p - q, min=0)
+    left = (p - q).clamp_(min=0)
     mass = left.sum(dim=-1, keepdim=True)
-    return torch.where(mass > 0, left / torch.where(mass > 0, mass, 1), p)
+    return torch.where(mass > 0, left.div_(torch.where(mass > 0, mass, 1)), p)
 
 
 def output_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -67,22 +67,32 @@ def verify(
             f"{tuple(draft_probs.shape)}, draft_tokens {tuple(draft_tokens.shape)} "
             "(expected [B, gamma+1, V], [B, gamma, V], [B, gamma])"
         )
-    p = target_probs.to(torch.float64)
-    p = p / p.sum(dim=-1, keepdim=True)  # [B, gamma+1, V]
-    q = draft_probs.to(torch.float64)
-    q = q / q.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(q.dtype).tiny)  # [B, gamma, V]
+    if gamma == 0:  # plain decoding: a draw from p (`sample` normalises the rows)
+        return torch.zeros(batch, dtype=torch.int64), sample(target_probs[:, 0], generator)
+    # Only a row's mass, the drafted tokens' entries and the one row drawn from are read in float64: no float64 copy
+    # of [B, gamma + 1, V] (at V ~ 152k, copies of whole rows cost more than the arithmetic).
+    p_mass = target_probs.sum(dim=-1, dtype=torch.float64)  # [B, gamma+1]
+    q_mass = draft_probs.sum(dim=-1, dtype=torch.float64).clamp_min(torch.finfo(torch.float64).tiny)  # [B, gamma]
 
-    index = draft_tokens.unsqueeze(-1)
-    p_drafted = p[:, :gamma].gather(-1, index).squeeze(-1)  # [B, gamma]
-    q_drafted = q.gather(-1, index).squeeze(-1)  # [B, gamma]
-    u = torch.rand((batch, gamma), generator=generator, dtype=p.dtype, device=p.device)  # [B, gamma] in [0, 1)
+    index = draft_tokens.unsqueeze(-1)  # [B, gamma, 1]
+    p_drafted = target_probs[:, :gamma].gather(-1, index).squeeze(-1).to(torch.float64) / p_mass[:, :gamma]
+    q_drafted = draft_probs.gather(-1, index).squeeze(-1).to(torch.float64) / q_mass  # [B, gamma], as p_drafted
+    u = torch.rand((batch, gamma), generator=generator, dtype=torch.float64, device=p_mass.device)  # in [0, 1)
     accepted = u * q_drafted < p_drafted  # probability exactly min(1, p/q); never when p(x) = 0
     n_accepted = accepted.to(torch.int64).cumprod(dim=1).sum(dim=1)  # [B]: the leading run of accepts
 
-    # A zero row after the last draft makes the bonus draw the same code path: residual(p, 0) = p.
-    q_padded = torch.cat([q, q.new_zeros(batch, 1, q.shape[-1])], dim=1)  # [B, gamma+1, V]
-    rows = torch.arange(batch, device=p.device)
-    next_token = sample(residual(p[rows, n_accepted], q_padded[rows, n_accepted]), generator)  # [B]
+    # The row drawn from: p after the last draft (the bonus token; `sample` normalises it), or at the first rejected
+    # position norm(max(0, p - q)), with the bonus rows beside it as residual(p, 0) = p.
+    rows = torch.arange(batch, device=p_mass.device)
+    drawn = target_probs[rows, n_accepted]  # [B, V]
+    rejected = n_accepted < gamma  # [B]
+    if bool(rejected.any()):
+        drawn = drawn.to(torch.float64).div_(p_mass[rows, n_accepted].unsqueeze(-1))
+        q_row = torch.zeros_like(drawn)  # [B, V]
+        at = n_accepted[rejected]
+        q_row[rejected] = draft_probs[rows[rejected], at].to(torch.float64) / q_mass[rows[rejected], at].unsqueeze(-1)
+        drawn = residual(drawn, q_row)
+    next_token = sample(drawn, generator)  # [B]
     return n_accepted, next_token
 
 

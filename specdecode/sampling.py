@@ -120,10 +120,11 @@ def adjust(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:
     logits = logits.to(dtype)
     if config.greedy:
         return torch.zeros_like(logits).scatter_(-1, argmax(logits).unsqueeze(-1), 1.0)  # one-hot
-    logits = logits / config.temperature
-    if not bool(torch.isfinite(logits.amax(dim=-1)).all()):
-        raise TemperatureTooSmall(f"temperature {config.temperature:g} is too small for these logits: divided by "
-                                  "it, they overflow")
+    if config.temperature != 1:  # (logits / 1 is logits, checked above: no copy of [..., V] for it)
+        logits = logits / config.temperature
+        if not bool(torch.isfinite(logits.amax(dim=-1)).all()):
+            raise TemperatureTooSmall(f"temperature {config.temperature:g} is too small for these logits: divided "
+                                      "by it, they overflow")
     if config.top_k is not None and config.top_k < logits.shape[-1]:
         kth = torch.topk(logits, config.top_k, dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, -math.inf)
@@ -156,7 +157,7 @@ def cumulative(probs: torch.Tensor) -> torch.Tensor:
     never be drawn. In float64 each token's share of the sum, cdf[i] - cdf[i - 1], is p[i] to within ~1e-16 of the
     total, so the drawn distribution is p to within ~1e-11 in total variation (tests/test_sampling.py checks it).
     """
-    return probs.to(torch.float64).cumsum(dim=-1)
+    return probs.cumsum(dim=-1, dtype=torch.float64)
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator | None = None,

@@ -41,7 +41,7 @@ class Proposal:
     def one_hot(tokens: list[int], vocab_size: int) -> Proposal:
         """A deterministic proposal: q is a point mass on each proposed token."""
         ids = torch.tensor(tokens, dtype=torch.int64)
-        return Proposal(ids, torch.nn.functional.one_hot(ids, vocab_size).to(torch.float32))
+        return Proposal(ids, torch.zeros(len(tokens), vocab_size).scatter_(1, ids.unsqueeze(1), 1.0))
 
 
 @runtime_checkable
