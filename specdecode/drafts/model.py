@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 
 import torch
 
 from ..models.base import CausalLM
-from ..sampling import SamplingConfig, adjust, argmax, sample
+from ..sampling import SamplingConfig, adjust, argmax, check_logits, sample
 from .base import Draft, Proposal
 
 # A longer backlog of unseen tokens is a prefill: fed in a pass of its own and timed apart from the round's
@@ -131,15 +132,22 @@ class ModelDraft(Draft):
         tokens, rows, passes, fed, stopped = [], [], [], view[keep:], False
         while len(tokens) < gamma and not stopped:  # one pass each: the backlog and the last token, then each draft
             started = time.perf_counter()
-            logits = self._feed(fed)
-            q = adjust(logits, sampling)  # [V]
-            token = int(argmax(q)) if sampling.greedy else int(sample(q, generator))  # (greedy: q is one-hot)
-            if self.confidence > 0:
-                top = float((logits.float().softmax(-1) if sampling.greedy else q).max())
-                stopped = top < self.confidence and len(tokens) + 1 < gamma
+            logits = self._feed(fed)  # [V]
+            if sampling.greedy:  # q: the point mass on the arg-max (`adjust`'s greedy list), made for all at the end
+                token = int(argmax(logits))
+                check_logits(logits[token:token + 1])  # the arg-max is finite exactly when the row is usable
+                top = float(torch.exp(logits[token] - torch.logsumexp(logits.float(), -1))) if self.confidence > 0 \
+                    else 1.0  # the top of its softmax
+            else:
+                q = adjust(logits, sampling)  # [V]
+                token = int(sample(q, generator))
+                top = float(q.max()) if self.confidence > 0 else 1.0
+                rows.append(q)
+            stopped = top < self.confidence and len(tokens) + 1 < gamma
             tokens.append(token)
-            rows.append(q)
             passes.append((len(fed), time.perf_counter() - started))
             fed = [token]
-        return Proposal(torch.tensor(tokens, dtype=torch.int64), torch.stack(rows), forward_passes=len(tokens),
-                        catch_up_seconds=catch_up, pass_times=tuple(passes), stopped=stopped)
+        proposal = Proposal.one_hot(tokens, self.vocab_size) if sampling.greedy else \
+            Proposal(torch.tensor(tokens, dtype=torch.int64), torch.stack(rows))
+        return dataclasses.replace(proposal, forward_passes=len(tokens), catch_up_seconds=catch_up,
+                                   pass_times=tuple(passes), stopped=stopped)
