@@ -1,6 +1,7 @@
 """`specdecode bench --quick` on the toy pair and a tiny random Llama: it runs, and its JSON report validates."""
 
 import json
+import sys
 
 import pytest
 
@@ -184,6 +185,21 @@ def test_a_named_targets_suite_runs_its_own_draft_beside_llama_server(monkeypatc
     assert main(["bench", "--target", "qwen2.5-coder-1.5b", "--engine-steps", "--out", "/nonexistent"]) == 2
     err = capsys.readouterr().err
     assert "GGUF model" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_plan_with_llama_cpp_peers_and_no_binding_fails_before_loading_anything(monkeypatch, capsys):
+    """The pair's suite reads the GGUF file through the binding (its path, its pass costs): without the binding the
+    run used to fail after a minute of loading the 1.5B; now it says so first."""
+    from specdecode.bench import suite
+
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # import llama_cpp now raises ImportError
+    monkeypatch.setattr(suite, "load_target", lambda *a, **k: pytest.fail("loaded a model before the check"))
+    for specs in (["llama-server", "plain"], ["plain", "llama.cpp"], ["plain", "plain@llama.cpp"]):
+        with pytest.raises(ValueError, match="bin/bootstrap llama-cpp"):
+            suite.run_plan(suite.Plan("qwen2.5-coder-1.5b", greedy=specs, sampled=[]))
+    assert main(["bench", "--target", "toy", "--methods", "plain,llama-server", "--out", "/nonexistent"]) == 2
+    err = capsys.readouterr().err
+    assert "bin/bootstrap llama-cpp" in err and len(err.strip().splitlines()) == 1
 
 
 def test_accuracy_on_a_target_without_a_gguf_file_is_a_one_line_error(capsys):

@@ -34,6 +34,7 @@ from ..load import (
 from ..models.costs import compute_rate, pass_times, read_bandwidth
 from ..models.download import NAMED, gguf_file, is_named
 from ..models.hf import HFCausalLM, load_hf_model, parse_dtype
+from ..models.llama_cpp import binding
 from ..prompts import KINDS, Prompt, load_prompts
 from ..sampling import SamplingConfig
 from .llama_server import LlamaServer, llama_server_method, server_build
@@ -226,8 +227,9 @@ def machine_info(dtype: str) -> dict:
 def run_plan(plan: Plan, progress: bool = True) -> dict:
     """Every raw figure of one plan, as a JSON-able dict."""
     started = time.perf_counter()
-    for spec in plan.greedy + plan.sampled:  # a bad spec fails before any model is loaded
-        MethodSpec.parse(spec)
+    specs = [MethodSpec.parse(s) for s in plan.greedy + plan.sampled]  # a bad spec fails before any model loads
+    if any(s.kind.startswith(("llama.cpp", "llama-server")) or s.engine == "llama.cpp" for s in specs):
+        binding()  # the file's llama.cpp reading (its path, its pass costs): a missing binding fails before loading
     target = load_target(plan.target, plan.dtype)
     machine = machine_info(plan.dtype)
     loaded = {target.engine: target}
