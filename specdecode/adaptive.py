@@ -104,6 +104,7 @@ class AdaptiveGamma:
         self._times = PassTimes(memory)  # the target's passes, T(k)
         self._draft_times = PassTimes(memory)  # the draft's passes, T_d(k)
         self._draft_passes = 0.0  # (with fixed costs: whether the draft makes passes at all)
+        self.draft_timed = False  # whether `update` has timed a draft pass
         self._plain_rounds = [0, 0]  # rounds chosen plain: [for guesses, for copies]
 
     @classmethod
@@ -214,6 +215,12 @@ class AdaptiveGamma:
                 return 1
         return best
 
+    def forget_draft_costs(self) -> None:
+        """Drop what the draft's passes were measured to cost: until they are timed again the draft is taken to cost
+        nothing, so the next choices draft and time it (`Scheduler.release`: costs that were not measured for a
+        while may be stale)."""
+        self._draft_times = PassTimes(self.memory)
+
     def _forget(self, copied: bool) -> None:
         """A round passes without measuring alpha: what was measured is worth `memory` times less (the text moves
         on), so alpha's upper bound rises until drafting is worth a try."""
@@ -247,6 +254,7 @@ class AdaptiveGamma:
                 for k in (1, self.max_gamma + 1):
                     self._times.observe(k, t1 * (1 + self.prior_slope * (k - 1)), weight=0.5)
             self._times.observe(drafted + 1, target_seconds)
+        self.draft_timed |= bool(pass_times) or draft_seconds is not None and draft_passes > 0
         if pass_times:  # the round's drafting time shared among its passes as their own timings share it
             total = sum(seconds for _, seconds in pass_times)
             scale = draft_seconds / total if draft_seconds is not None and total > 0 else 1.0

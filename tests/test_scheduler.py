@@ -363,6 +363,45 @@ def test_a_request_starts_from_what_the_last_one_measured():
     assert second.target_time(5) == controller.target_time(5)
 
 
+def test_draft_costs_timed_in_a_bad_moment_do_not_keep_drafting_off_for_good():
+    """A request timed the draft while another process held the cores: 40x its true cost. Every later request, alone,
+    a new prompt for its draft to catch up on, then priced the catch-up out of reach, decoded plainly and never timed
+    the draft again (seen in `bench --clients` on a Zen 5 EPYC: 1.00 tokens per target call, 0.79x the library).
+    Now, after a request that did not time the draft, the next starts with the draft's costs forgotten, drafts, and
+    times it; where the new timing says drafting does not pay either, the wait before the next try doubles."""
+    target, draft_model = prefix_pair()
+    scheduler = Scheduler(target, ModelDraft(draft_model), sequences=2)
+
+    def request(draft_pass: float) -> list[int]:
+        """One request alone (alpha 0.9, T(k) = 10 ms + 1 ms a row, 60 tokens to write after a 40-token prompt): its
+        choices, the draft's first pass feeding the prompt (a pass costing draft_pass + 2 ms a token fed)."""
+        lease = acquired(scheduler)
+        controller = lease.allotted()
+        controller._accepted, controller._rejected = 900.0, 100.0
+        behind, chosen = 40, []
+        for remaining in range(60, 0, -1):
+            gamma = controller.choose(behind=behind, remaining=remaining)
+            chosen.append(gamma)
+            if gamma:
+                passes = [(1 + behind, draft_pass + 0.002 * behind)] + [(1, draft_pass)] * (gamma - 1)
+                controller.update(gamma, gamma, 0.010 + 0.001 * gamma, sum(s for _, s in passes), gamma,
+                                  pass_times=tuple(passes))
+                behind = 0
+            else:
+                controller.update(0, 0, 0.010)
+                behind += 1
+        scheduler.release(lease)
+        return chosen
+
+    assert max(request(0.080)) > 0  # (costs unmeasured: it drafts, and times a pass at 80 ms, 40x the truth)
+    assert max(request(0.002)) == 0  # priced out of reach: plain throughout, the draft never timed
+    assert max(request(0.002)) > 0 and scheduler.learned.retimed  # started with the costs forgotten: drafts again
+    assert max(request(0.002)) > 0 and scheduler.retime_after == 1  # of its own accord: the wait back to 1
+    # A draft that truly costs too much is retimed after 1, 2, 4, ... requests that did not time it.
+    tries = [max(request(0.080)) > 0 for _ in range(16)]
+    assert [i for i, tried in enumerate(tries) if tried] == [0, 2, 5, 10]
+
+
 def test_every_batched_pass_runs_on_the_engine_thread(monkeypatch):
     target, draft_model = prefix_pair(noise=1.0)
     seen = []

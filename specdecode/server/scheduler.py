@@ -58,6 +58,7 @@ GRACE_SECONDS = 0.005  # how long a pass waits for a request that holds a lease 
 PASS_LOG = 64  # target passes kept for the page's live view
 PREFILL_CHUNK = 32  # rows of a prompt per pass while others are served (`Scheduled.prefill`; a prompt path's own)
 STEP_ROWS = 4  # a draft pass feeding more rows of a sequence is catching up (a prefill): not timed for T_d
+RETIME_MOST = 64  # the most requests in a row that start from draft costs they did not measure (`Scheduler.release`)
 
 
 class Scheduler:
@@ -87,6 +88,8 @@ class Scheduler:
         self.draft_times = PassTimes()  # T_d(rows) of batched draft passes (drafting steps), seconds
         self.passes: deque[dict] = deque(maxlen=PASS_LOG)  # recent target passes: whose rows, how many
         self.learned: Allotted | None = None  # the last finished request's controller: the next one starts from it
+        self.untimed = 0  # requests since the last that timed the draft alone (the others chose on older timings)
+        self.retime_after = 1  # that many untimed, the next request starts with the draft's costs forgotten
         self._ids = itertools.count(1)
         for index in self._free if self.batched else ():  # every sequence's caches made now, as a server sizes its
             Lease(self, 0).bind(index)                    # slots at start: no request pays for a fresh one
@@ -126,7 +129,7 @@ class Scheduler:
         """Give the lease's sequence back (harmless when it holds none): the next lease in line gets it."""
         with self._admission:
             if lease.controller is not None:
-                self.learned = lease.controller
+                self._learn(lease.controller)
             if lease.index is not None:
                 self._free.appendleft(lease.index)  # (the warmest first: see `_hand_out`)
                 self.leased.remove(lease)
@@ -134,6 +137,21 @@ class Scheduler:
                 self._hand_out()
         with self._cond:  # a pass held for this lease need not wait any more
             self._cond.notify_all()
+
+    def _learn(self, controller: Allotted) -> None:
+        """The next request starts from what this finished one measured, except where its draft costs may be stale.
+        Those are timed only when drafting, so one bad timing (a pass slowed by another process on the cores)
+        could keep every later request from drafting, and so from timing the draft again. After `retime_after`
+        requests in a row that did not time the draft alone, the next starts with its costs forgotten (it drafts,
+        and times it), the count doubling each time that finds drafting not worth it again (up to RETIME_MOST),
+        back to 1 once a request times the draft of its own accord."""
+        self.learned = controller
+        if controller.retimed:
+            self.untimed, self.retime_after = 0, min(2 * self.retime_after, RETIME_MOST)
+        elif controller.draft_timed:
+            self.untimed, self.retime_after = 0, 1
+        else:
+            self.untimed += 1
 
     def _hand_out(self) -> None:
         """The free sequences to the first leases in line (the admission lock held): to each, the free sequence
@@ -268,8 +286,9 @@ class Scheduler:
         gamma = dict.fromkeys(alphas, 0)
         rows, expected = len(leases), float(len(leases))
         t = self.target_times if self.target_times.measured else (lambda k: 1.0 + self.target.verify_slope * (k - 1))
-        timed = self.target_times.measured and self.draft_times.measured
-        owed = {lease.id: catch_up_owed(self.draft_times, lease.controller.behind, lease.controller.remaining)
+        draft_times = self.draft_times  # (one object throughout: a retimed request may put a fresh one in its place)
+        timed = self.target_times.measured and draft_times.measured
+        owed = {lease.id: catch_up_owed(draft_times, lease.controller.behind, lease.controller.remaining)
                 for lease in leases if lease.controller is not None} if timed else {}
 
         def rate(rows: int, expected: float, guesses: dict[int, int]) -> float:
@@ -278,7 +297,7 @@ class Scheduler:
             request's round expects (`catch_up_owed`)."""
             if not timed:
                 return expected / t(rows)
-            drafting = sum(self.draft_times(sum(g >= j for g in guesses.values()))
+            drafting = sum(draft_times(sum(g >= j for g in guesses.values()))
                            for j in range(1, max(guesses.values(), default=0) + 1))
             drafting += sum(owed[i] * expected_tokens(alphas[i], g) for i, g in guesses.items() if g)
             return expected / (t(rows) + drafting)
@@ -354,10 +373,18 @@ class Allotted(AdaptiveGamma):
         self.copied = False  # whether its current round's proposal is a copy (`AdaptiveGamma.choose`)
         self.behind = 0  # tokens its draft must catch up on before its next guess (`Draft.behind`)
         self.remaining: int | None = None  # tokens its request may still write
+        self.retimed = False  # it started with the draft's costs forgotten (`Scheduler._learn`)
 
     def _learn_from(self, other: Allotted) -> None:
-        state = {k: v for k, v in other.__dict__.items() if k not in ("lease", "_shared", "_fresh")}
+        state = {k: v for k, v in other.__dict__.items()
+                 if k not in ("lease", "_shared", "_fresh", "draft_timed", "retimed")}
         self.__dict__.update(copy.deepcopy(state))
+        scheduler = self.lease.scheduler
+        with scheduler._admission:
+            if scheduler.untimed >= scheduler.retime_after:
+                self.forget_draft_costs()
+                scheduler.draft_times = PassTimes()  # (the allotment's, likewise)
+                scheduler.untimed, self.retimed = 0, True
 
     def choose(self, copied: bool = False, behind: int = 0, remaining: int | None = None) -> int:
         scheduler = self.lease.scheduler
