@@ -1,7 +1,13 @@
 """`specdecode bench --quick` on the toy pair and a tiny random Llama: it runs, and its JSON report validates."""
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -200,6 +206,41 @@ def test_a_plan_with_llama_cpp_peers_and_no_binding_fails_before_loading_anythin
     assert main(["bench", "--target", "toy", "--methods", "plain,llama-server", "--out", "/nonexistent"]) == 2
     err = capsys.readouterr().err
     assert "bin/bootstrap llama-cpp" in err and len(err.strip().splitlines()) == 1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][0] not in "ZX"  # (a zombie has ended)
+    except OSError:
+        return False
+
+
+def test_a_server_the_bench_started_does_not_outlive_a_bench_killed_outright():
+    """A bench killed with SIGTERM or SIGKILL runs none of its clean-up: its llama-server and `specdecode serve`
+    processes used to stay, holding memory and, when busy, the cores. Started with `dies_with_its_parent` they get
+    SIGTERM when it dies; a child started without it (the control) lives on."""
+    script = (
+        "import subprocess, sys, time\n"
+        "from specdecode.bench.process import dies_with_its_parent\n"
+        "kept = subprocess.Popen(['sleep', '60'], preexec_fn=dies_with_its_parent)\n"
+        "control = subprocess.Popen(['sleep', '60'])\n"
+        "print(kept.pid, control.pid, flush=True)\n"
+        "time.sleep(60)\n")
+    for how in (signal.SIGTERM, signal.SIGKILL):
+        bench = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+        kept, control = map(int, bench.stdout.readline().split())
+        try:
+            bench.send_signal(how)
+            bench.wait(10)
+            deadline = time.monotonic() + 10
+            while _alive(kept) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not _alive(kept), how
+            assert _alive(control), how
+        finally:
+            for pid in (kept, control):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 def test_accuracy_on_a_target_without_a_gguf_file_is_a_one_line_error(capsys):

@@ -46,7 +46,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..prompts import KINDS, Prompt, load_prompts
-from .process import free_port, stop, wait_healthy
+from .process import dies_with_its_parent, free_port, stop, wait_healthy
 
 SEED = 1234  # every request's seed (greedy needs none; a sampled run would)
 CHAT = "/v1/chat/completions"
@@ -260,7 +260,7 @@ def start_ours(target: str, draft: str | None, threads: int, clients: int, reque
                "--port", str(port), "--max-queue", str(max(16, 2 * clients)), "--request-timeout",
                f"{request_timeout:g}", "--log-level", "warning", *serve_flags]
     log = tempfile.TemporaryFile()  # noqa: SIM115 (open as long as the server runs)
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, env=env)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, env=env, preexec_fn=dies_with_its_parent)
 
     url = f"http://127.0.0.1:{port}"
     wait_healthy(url, process, log, "our server", startup_seconds, lambda: stop(process, log))

@@ -32,7 +32,7 @@ from pathlib import Path
 from ..models.default import cache_dir
 from ..sampling import SamplingConfig
 from .methods import Method, Outcome
-from .process import free_port, stop, wait_healthy
+from .process import dies_with_its_parent, free_port, stop, wait_healthy
 
 VERSION = "0.3.36"  # llama-cpp-python's sdist, as bin/bootstrap pins it
 CMAKE_FLAGS = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DBUILD_SHARED_LIBS=OFF"]
@@ -133,7 +133,8 @@ def _fatal_signal(binary: Path) -> str | None:
     port = free_port()
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen([str(binary), "-m", str(gguf_path()), "--host", "127.0.0.1", "--port", str(port),
-                                    "-t", "1", "-c", "256"], stdout=log, stderr=subprocess.STDOUT)
+                                    "-t", "1", "-c", "256"], stdout=log, stderr=subprocess.STDOUT,
+                                   preexec_fn=dies_with_its_parent)
         try:
             url = f"http://127.0.0.1:{port}"
             wait_healthy(url, process, log, "llama-server", 120, lambda: None)
@@ -166,7 +167,8 @@ class LlamaServer:
         command = [str(server_binary()), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(self.port),
                    "-t", str(threads), "-tb", str(threads), "-c", str(context), "-np", str(slots), *flags]
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 (open as long as the server runs)
-        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT,
+                                        preexec_fn=dies_with_its_parent)
         atexit.register(self.close)  # a server never outlives the bench
         wait_healthy(f"http://127.0.0.1:{self.port}", self.process, self.log,
                      " ".join(["llama-server", *flags]), startup_seconds, self.close)

@@ -1,8 +1,11 @@
 """A server in a process of its own on a loopback port, for the bench (llama-server, `specdecode serve`): a free
-port, waiting until GET /health answers 200 (or the process dies, or time runs out: a one-line error), stopping."""
+port, waiting until GET /health answers 200 (or the process dies, or time runs out: a one-line error), stopping,
+and a server that does not outlive the bench however the bench ends."""
 
 from __future__ import annotations
 
+import ctypes
+import signal
 import socket
 import subprocess
 import time
@@ -14,6 +17,15 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def dies_with_its_parent() -> None:
+    """`preexec_fn` for a server the bench starts: Linux sends it SIGTERM when the thread that started it ends
+    (prctl's PR_SET_PDEATHSIG), so a bench killed outright, which runs no clean-up of its own, leaves no server
+    behind holding the cores. Start such servers from a thread that lives as long as they should (the bench's
+    main thread)."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def healthy(url: str) -> bool:
