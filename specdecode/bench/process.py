@@ -19,13 +19,16 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+_PRCTL = ctypes.CDLL(None).prctl  # (looked up here: the child of a fork should call, not load)
+PR_SET_PDEATHSIG = 1
+
+
 def dies_with_its_parent() -> None:
     """`preexec_fn` for a server the bench starts: Linux sends it SIGTERM when the thread that started it ends
     (prctl's PR_SET_PDEATHSIG), so a bench killed outright, which runs no clean-up of its own, leaves no server
     behind holding the cores. Start such servers from a thread that lives as long as they should (the bench's
     main thread)."""
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    _PRCTL(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
 
 
 def healthy(url: str) -> bool:
