@@ -1,6 +1,6 @@
 # Replays collect.py's data: speculation with at most G drafts a round, drafting stopped after a draft whose
 # top-1 probability (the draft's softmax at T = 1) is below a threshold; greedy acceptance = the draft's argmax is the
-# target's token. Speed-up over plain decoding for two pass-cost curves measured on the Zen 4 EPYC (T(k) / T(1), c).
+# target's token. Speed-up over plain decoding for pass-cost curves measured on the Zen 4 and Zen 5 EPYCs (T(k) / T(1), c).
 #   .venv/bin/python docs/bench/draft-confidence/simulate.py DATA.pt
 import sys
 
@@ -10,6 +10,10 @@ rows = torch.load(sys.argv[1])
 CURVES = {  # name: (T(k) / T(1) for k = 1.., c)
     "bench (T(1) 32 ms)": ([1.0, 1.05, 1.17, 1.30, 1.50, 1.65, 1.85, 2.05, 2.3], 0.376),
     "fast (T(1) 24 ms)": ([1 + 0.23 * k for k in range(9)], 0.42),
+    # Zen 5 (a thirty-first session's 24-prompt bench: T(2), T(4), T(8) / T(1) = 1.02, 1.29, 1.93; a draft step
+    # alone 0.27 of a pass, 0.33 with what a drafting round adds in the bench)
+    "zen5, c 0.27": ([1.0, 1.02, 1.15, 1.29, 1.45, 1.61, 1.77, 1.93, 2.05], 0.27),
+    "zen5, c 0.33": ([1.0, 1.02, 1.15, 1.29, 1.45, 1.61, 1.77, 1.93, 2.05], 0.33),
 }
 
 
