@@ -217,7 +217,7 @@ class AdaptiveGamma:
 
     def forget_draft_costs(self) -> None:
         """Drop what the draft's passes were measured to cost: until they are timed again the draft is taken to cost
-        nothing, so the next choices draft and time it (`Scheduler.release`: costs that were not measured for a
+        nothing, so the next choices draft and time it (`Scheduler._learn`: costs that were not measured for a
         while may be stale)."""
         self._draft_times = PassTimes(self.memory)
 

@@ -58,7 +58,7 @@ GRACE_SECONDS = 0.005  # how long a pass waits for a request that holds a lease 
 PASS_LOG = 64  # target passes kept for the page's live view
 PREFILL_CHUNK = 32  # rows of a prompt per pass while others are served (`Scheduled.prefill`; a prompt path's own)
 STEP_ROWS = 4  # a draft pass feeding more rows of a sequence is catching up (a prefill): not timed for T_d
-RETIME_MOST = 64  # the most requests in a row that start from draft costs they did not measure (`Scheduler.release`)
+RETIME_MOST = 64  # the most requests in a row that start from draft costs they did not measure (`Scheduler._learn`)
 
 
 class Scheduler:
