@@ -4,6 +4,7 @@ the next pass; a bad request fails alone; rows go where acceptance is highest.""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 
@@ -363,6 +364,28 @@ def test_a_request_starts_from_what_the_last_one_measured():
     assert second.target_time(5) == controller.target_time(5)
 
 
+def lone_request(scheduler: Scheduler, draft_pass: float) -> list[int]:
+    """One request alone (alpha 0.9, T(k) = 10 ms + 1 ms a row, 60 tokens to write after a 40-token prompt): its
+    choices, the draft's first pass feeding the prompt (a pass costing draft_pass + 2 ms a token fed)."""
+    lease = acquired(scheduler)
+    controller = lease.allotted()
+    controller._accepted, controller._rejected = 900.0, 100.0
+    behind, chosen = 40, []
+    for remaining in range(60, 0, -1):
+        gamma = controller.choose(behind=behind, remaining=remaining)
+        chosen.append(gamma)
+        if gamma:
+            passes = [(1 + behind, draft_pass + 0.002 * behind)] + [(1, draft_pass)] * (gamma - 1)
+            controller.update(gamma, gamma, 0.010 + 0.001 * gamma, sum(s for _, s in passes), gamma,
+                              pass_times=tuple(passes))
+            behind = 0
+        else:
+            controller.update(0, 0, 0.010)
+            behind += 1
+    scheduler.release(lease)
+    return chosen
+
+
 def test_draft_costs_timed_in_a_bad_moment_do_not_keep_drafting_off_for_good():
     """A request timed the draft while another process held the cores: 40x its true cost. Every later request, alone,
     a new prompt for its draft to catch up on, then priced the catch-up out of reach, decoded plainly and never timed
@@ -371,28 +394,7 @@ def test_draft_costs_timed_in_a_bad_moment_do_not_keep_drafting_off_for_good():
     times it; where the new timing says drafting does not pay either, the wait before the next try doubles."""
     target, draft_model = prefix_pair()
     scheduler = Scheduler(target, ModelDraft(draft_model), sequences=2)
-
-    def request(draft_pass: float) -> list[int]:
-        """One request alone (alpha 0.9, T(k) = 10 ms + 1 ms a row, 60 tokens to write after a 40-token prompt): its
-        choices, the draft's first pass feeding the prompt (a pass costing draft_pass + 2 ms a token fed)."""
-        lease = acquired(scheduler)
-        controller = lease.allotted()
-        controller._accepted, controller._rejected = 900.0, 100.0
-        behind, chosen = 40, []
-        for remaining in range(60, 0, -1):
-            gamma = controller.choose(behind=behind, remaining=remaining)
-            chosen.append(gamma)
-            if gamma:
-                passes = [(1 + behind, draft_pass + 0.002 * behind)] + [(1, draft_pass)] * (gamma - 1)
-                controller.update(gamma, gamma, 0.010 + 0.001 * gamma, sum(s for _, s in passes), gamma,
-                                  pass_times=tuple(passes))
-                behind = 0
-            else:
-                controller.update(0, 0, 0.010)
-                behind += 1
-        scheduler.release(lease)
-        return chosen
-
+    request = functools.partial(lone_request, scheduler)
     assert max(request(0.080)) > 0  # (costs unmeasured: it drafts, and times a pass at 80 ms, 40x the truth)
     assert max(request(0.002)) == 0  # priced out of reach: plain throughout, the draft never timed
     assert max(request(0.002)) > 0 and scheduler.learned.retimed  # started with the costs forgotten: drafts again
@@ -400,6 +402,27 @@ def test_draft_costs_timed_in_a_bad_moment_do_not_keep_drafting_off_for_good():
     # A draft that truly costs too much is retimed after 1, 2, 4, ... requests that did not time it.
     tries = [max(request(0.080)) > 0 for _ in range(16)]
     assert [i for i, tried in enumerate(tries) if tried] == [0, 2, 5, 10]
+
+
+def test_requests_served_beside_others_throughout_do_not_delay_timing_the_draft_again():
+    """Requests that never had a round alone could not time the draft alone: they neither count towards the next
+    re-timing nor, when one of them was to re-time it, use that turn up. Before, a busy server's every request
+    counted, so after a bad timing the wait grew to 64 requests, and a re-timing that fell on a shared request was
+    lost while the wait doubled."""
+    target, draft_model = prefix_pair()
+    scheduler = Scheduler(target, ModelDraft(draft_model), sequences=2)
+    assert max(lone_request(scheduler, 0.080)) > 0  # a bad timing: 40x the draft's true cost
+    assert max(lone_request(scheduler, 0.002)) == 0  # priced out of reach: the next request is to re-time
+    for _ in range(3):  # two at a time, beside each other throughout
+        leases = [acquired(scheduler), acquired(scheduler)]
+        controllers = [lease.allotted() for lease in leases]
+        for controller in controllers:
+            controller.choose(behind=40, remaining=60)  # (an allotment: the other holds a sequence too)
+        assert len(scheduler.leased) == 2 and not any(controller.alone for controller in controllers)
+        for lease in leases:
+            scheduler.release(lease)
+    assert (scheduler.untimed, scheduler.retime_after) == (1, 1)
+    assert max(lone_request(scheduler, 0.002)) > 0 and scheduler.learned.retimed  # alone again: it re-times
 
 
 def test_every_batched_pass_runs_on_the_engine_thread(monkeypatch):

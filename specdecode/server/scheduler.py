@@ -88,7 +88,7 @@ class Scheduler:
         self.draft_times = PassTimes()  # T_d(rows) of batched draft passes (drafting steps), seconds
         self.passes: deque[dict] = deque(maxlen=PASS_LOG)  # recent target passes: whose rows, how many
         self.learned: Allotted | None = None  # the last finished request's controller: the next one starts from it
-        self.untimed = 0  # requests since the last that timed the draft alone (the others chose on older timings)
+        self.untimed = 0  # requests with rounds alone since the last that timed the draft (they chose on older timings)
         self.retime_after = 1  # that many untimed, the next request starts with the draft's costs forgotten
         self._ids = itertools.count(1)
         for index in self._free if self.batched else ():  # every sequence's caches made now, as a server sizes its
@@ -144,9 +144,14 @@ class Scheduler:
         could keep every later request from drafting, and so from timing the draft again. After `retime_after`
         requests in a row that did not time the draft alone, the next starts with its costs forgotten (it drafts,
         and times it), the count doubling each time that finds drafting not worth it again (up to RETIME_MOST),
-        back to 1 once a request times the draft of its own accord."""
+        back to 1 once a request times the draft of its own accord. A request served beside others throughout
+        could not time the draft alone and counts for nothing: in a busy server the wait does not grow, and a
+        re-timing that fell on such a request passes to the next."""
         self.learned = controller
-        if controller.retimed:
+        if not controller.alone:
+            if controller.retimed:
+                self.untimed = max(self.untimed, self.retime_after)
+        elif controller.retimed:
             self.untimed, self.retime_after = 0, min(2 * self.retime_after, RETIME_MOST)
         elif controller.draft_timed:
             self.untimed, self.retime_after = 0, 1
@@ -374,10 +379,11 @@ class Allotted(AdaptiveGamma):
         self.behind = 0  # tokens its draft must catch up on before its next guess (`Draft.behind`)
         self.remaining: int | None = None  # tokens its request may still write
         self.retimed = False  # it started with the draft's costs forgotten (`Scheduler._learn`)
+        self.alone = False  # whether it chose a round alone (and so could time the draft: `Scheduler._learn`)
 
     def _learn_from(self, other: Allotted) -> None:
         state = {k: v for k, v in other.__dict__.items()
-                 if k not in ("lease", "_shared", "_fresh", "draft_timed", "retimed")}
+                 if k not in ("lease", "_shared", "_fresh", "draft_timed", "retimed", "alone")}
         self.__dict__.update(copy.deepcopy(state))
         scheduler = self.lease.scheduler
         with scheduler._admission:
@@ -395,6 +401,7 @@ class Allotted(AdaptiveGamma):
         self._shared = len(scheduler.leased) > 1
         self.copied, self.behind, self.remaining = copied, behind, remaining
         if not self._shared:
+            self.alone = True
             return super().choose(copied, behind, remaining)
         return scheduler.allot(self.max_gamma).get(self.lease.id, 0)
 
