@@ -88,7 +88,11 @@ def test_cli_report(tmp_path, capsys):
     assert inproc["load"]["errors"] == 0 and inproc["load"]["tokens"] == 30 and inproc["load"]["clients"] == 1
     assert inproc["mismatches"] == 0 and inproc["compared"] == 6 and inproc["served_over_in_process"] > 0
     assert "| ours in process | toy-bigram-draft |" in markdown and not clients_report.warnings(report)
+    figures = clients_report.issue_figures(report)
+    assert figures[0] == "### The batched-serving issue's figures" and figures[0] in markdown
+    assert f"**{ours['scaling']:.2f}x** ours with 1 client" in figures[2] and "(none: met)" in figures[-2]
     report["in_process"] |= {"mismatches": 1, "mismatched": ["toy-3"]}
+    assert "(none: **not met**)" in clients_report.issue_figures(report)[-2]
     assert clients_report.warnings(report) == ["MISMATCH: 1 of 6 answers of ours served alone differ from the same "
                                                "request run in process (toy-3)"]
 

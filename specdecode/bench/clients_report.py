@@ -1,13 +1,13 @@
 """The report of `specdecode bench --clients N` (`clients.run_clients`' figures): clients.json, and clients.md with
 the load table (tokens/s, latencies, answers differing from alone, the host's compute rate), the per-client table,
-the server beside the library, and the warnings that must not be missed."""
+the server beside the library, the batched-serving issue's figures, and the warnings that must not be missed."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from .report import fmt
+from .report import fmt, verdict
 
 LATENCIES = ("ttft_p50_ms", "ttft_p95_ms", "per_token_p50_ms", "per_token_p95_ms", "chunk_gap_p50_ms",
              "chunk_gap_p95_ms")
@@ -50,6 +50,37 @@ def host_line(report: dict, moved: float = 1.2) -> str | None:
         line += (f" **It moved by {max(rates) / min(rates) - 1:.0%}: loads whose passes carry several rows "
                  "(compute-bound) differ by the host as well as by the servers where their rates differ.**")
     return line
+
+
+def issue_figures(report: dict) -> list[str]:
+    """The batched-serving issue's figures, as this run measured them (ours at N clients against ours at 1, against
+    llama-server plain at N, and against the library alone; exactness; per-token p95), each said met or not."""
+    ours = next((m for m in report["methods"] if m["method"] == "ours"), None)
+    n = str(report["clients"])
+    if ours is None or n == "1" or n not in ours["loads"]:
+        return []
+    one, many = ours["loads"]["1"], ours["loads"][n]
+    base = next((m for m in report["methods"] if m["method"] == "llama-server plain"), None)
+    lines = [f"- {n} clients: {many['tokens_per_second']:.1f} tokens/s, **{ours['scaling']:.2f}x** ours with 1 client "
+             f"(the issue's 2.5x: {verdict(ours['scaling'] >= 2.5)})."]
+    if base is not None:
+        ratio = many["tokens_per_second"] / base["loads"][n]["tokens_per_second"]
+        lines.append(f"- Against llama-server plain with {n} clients: **{ratio:.2f}x** (1.3x: "
+                     f"{verdict(ratio >= 1.3)}).")
+    if (inproc := report.get("in_process")) and inproc["served_over_in_process"]:
+        ratio = inproc["served_over_in_process"]
+        lines.append(f"- 1 client: **{ratio:.3f}x** the library's single-request speculative decoding (within 5%: "
+                     f"{verdict(ratio >= 0.95)}).")
+    differ = ours["mismatches"] + (inproc["mismatches"] if inproc else 0)
+    alone = f"; served alone differing from the library: {inproc['mismatches']} of {inproc['compared']}" if inproc \
+        else ""
+    lines.append(f"- Answers under load differing from the same request alone: {ours['mismatches']} of "
+                 f"{ours['compared']}{alone} (none: {verdict(differ == 0)}).")
+    if one["per_token_p95_ms"] and many["per_token_p95_ms"]:
+        ratio = many["per_token_p95_ms"] / one["per_token_p95_ms"]
+        lines.append(f"- Per-token p95 with {n} clients: {many['per_token_p95_ms']:.0f} ms, **{ratio:.2f}x** 1 "
+                     f"client's {one['per_token_p95_ms']:.0f} ms (at most 2x: {verdict(ratio <= 2.0)}).")
+    return ["### The batched-serving issue's figures", "", *lines]
 
 
 def markdown(report: dict) -> str:
@@ -113,6 +144,8 @@ def markdown(report: dict) -> str:
                   f"{_latency_cells(load, LATENCIES[:4])} | {fmt(load['tokens_per_target_call'])} | "
                   f"{load['errors']} of {load['requests']} | {inproc['mismatches']} of {inproc['compared']} |",
                   "", f"Ours served, 1 client: {ours['tokens_per_second']:.1f} tokens/s."]
+    if figures := issue_figures(report):
+        lines += ["", *figures]
     if warned := warnings(report):
         lines += ["", *[f"**{line}**" for line in warned]]
     return "\n".join(lines) + "\n"

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
+from collections import defaultdict
 from pathlib import Path
 
 from .. import analysis
@@ -163,7 +165,9 @@ def markdown(report: dict, plots: list[str]) -> str:
                   f"context (no draft pass), predicted at the copies' alpha {m['alpha_by_kind']['copied']:.2f} and "
                   f"the guesses' {m['alpha_by_kind']['guessed']:.2f}." for m in report["methods"]
                   if m["sampling"] == sampling and m.get("copied_rounds") and "alpha_by_kind" in m]
-    lines += ["", *llama_cpp_targets(report), "", *targets(report), "", *[f"![{p}]({p})" for p in plots], ""]
+    for section in (llama_server_targets(report), llama_cpp_targets(report), targets(report)):
+        lines += ["", *section] if section else []
+    lines += ["", *[f"![{p}]({p})" for p in plots], ""]
     return "\n".join(lines)
 
 
@@ -183,12 +187,76 @@ def _greedy_rate(runs: list[dict], method: str, prompt_ids: set[str]) -> float:
     return sum(r["new_tokens"] for r in mine) / sum(r["seconds"] for r in mine)
 
 
-def default_method(report: dict) -> dict | None:
+def default_method(report: dict, sampling: str = "greedy") -> dict | None:
     """Ours as `specdecode generate` runs by default: the default draft, gamma auto, on the engine auto picks."""
     default = draft_label(report.get("default_draft") or "")
-    return next((m for m in report["methods"] if m["sampling"] == "greedy" and m["family"] == "ours"
+    return next((m for m in report["methods"] if m["sampling"] == sampling and m["family"] == "ours"
                  and m["engine"] == report["engine"] and m["gamma"] == "auto" and draft_label(m["draft"]) == default),
                 None)
+
+
+def _prompt_rates(runs: list[dict], sampling: str) -> dict[tuple[str, str], float]:
+    """Tokens/s of each method on each prompt: (method, prompt id) -> tokens / seconds over its runs."""
+    totals: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for r in runs:
+        if r["sampling"] == sampling:
+            totals[r["method"], r["prompt_id"]][0] += r["new_tokens"]
+            totals[r["method"], r["prompt_id"]][1] += r["seconds"]
+    return {key: tokens / seconds for key, (tokens, seconds) in totals.items() if seconds > 0}
+
+
+def _ratios(rates: dict[tuple[str, str], float], method: str, prompts: list[str],
+            base: str = "llama-server plain") -> dict[str, float]:
+    """A method's tokens/s over the base's on each prompt both ran: prompt id -> ratio."""
+    return {p: rates[method, p] / rates[base, p] for p in prompts if (method, p) in rates and (base, p) in rates}
+
+
+def verdict(met: bool) -> str:
+    """A figure against its target, as the reports say it."""
+    return "met" if met else "**not met**"
+
+
+def llama_server_targets(report: dict) -> list[str]:
+    """The real-pair issue's figures against `llama-server` on the same GGUF, greedy and sampled, as that issue
+    states them: ratios per prompt of tokens/s in this run, then their median over prompts, the lowest prompt and
+    each kind's median; against its own speculation, its best setting on each prompt."""
+    kinds, lines = report.get("kinds", {}), []
+    for sampling in dict.fromkeys(m["sampling"] for m in report["methods"]):
+        rates, ours = _prompt_rates(report["runs"], sampling), default_method(report, sampling)
+        plain = next((m for m in report["methods"] if m["sampling"] == sampling and m["family"] == "ours"
+                      and m["engine"] == report["engine"] and m["draft"] == "none"), None)
+        theirs = [m["method"] for m in report["methods"] if m["sampling"] == sampling
+                  and m["engine"] == "llama-server" and m["draft"] != "none"]
+        prompts = [p for p in kinds if ("llama-server plain", p) in rates]
+        if ours is None or not prompts or any((ours["method"], p) not in rates for p in prompts):
+            continue
+        mine = _ratios(rates, ours["method"], prompts)
+        median, lowest = statistics.median(mine.values()), min(mine, key=mine.get)
+        by_kind = {kind: statistics.median(v for p, v in mine.items() if kinds[p] == kind)
+                   for kind in dict.fromkeys(kinds[p] for p in prompts)}
+        line = (f"- {sampling.capitalize()}: ours by default ({ours['method']}) **{median:.2f}x** llama-server plain, "
+                f"median over {len(mine)} prompts (the issue's 1.5x: {verdict(median >= 1.5)}); lowest prompt "
+                f"{mine[lowest]:.2f}x ({lowest}); each kind's median "
+                + ", ".join(f"{k} {v:.2f}x" for k, v in by_kind.items())
+                + f" (>= 1.0x on every kind: {verdict(min(by_kind.values()) >= 1.0)}).")
+        if theirs:
+            best = {p: rates[ours["method"], p] / max(rates[m, p] for m in theirs if (m, p) in rates)
+                    for p in prompts if any((m, p) in rates for m in theirs)}
+            line += (f" Against llama-server's own speculation (the best of its {len(theirs)} setting"
+                     f"{'s' if len(theirs) > 1 else ''} here on each prompt): "
+                     f"median {statistics.median(best.values()):.2f}x, lowest {min(best.values()):.2f}x (2x: "
+                     f"{verdict(statistics.median(best.values()) >= 2.0)}).")
+        if plain is not None and (own := _ratios(rates, plain["method"], prompts)):
+            line += (f" Ours plain: median {statistics.median(own.values()):.2f}x (0.9x: "
+                     f"{verdict(statistics.median(own.values()) >= 0.9)}).")
+        if ours.get("identical"):
+            line += f" Greedy text identical to ours plain on {ours['identical']} prompts."
+        if ours.get("measured_speedup") and ours.get("predicted_speedup"):
+            gap = ours["predicted_speedup"] / ours["measured_speedup"] - 1
+            line += (f" Speed-up over ours plain measured {ours['measured_speedup']:.2f}x, predicted "
+                     f"{ours['predicted_speedup']:.2f}x ({gap:+.0%}; within 15%: {verdict(abs(gap) <= 0.15)}).")
+        lines.append(line)
+    return ["## Against llama-server (the real-pair issue's figures)", "", *lines] if lines else []
 
 
 def llama_cpp_targets(report: dict) -> list[str]:
