@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 from .analysis import expected_tokens
 from .models.base import VERIFY_SLOPE, CausalLM
@@ -54,12 +55,15 @@ class PassTimes:
     """T(k) = t1 + slope (k - 1): a straight line fitted by least squares to measured passes of k tokens, each
     measurement worth `memory` times less one measurement later."""
 
-    def __init__(self, memory: float = 0.97, proportional: bool = False):
-        """proportional: where the measured passes cannot tell the fixed cost from the slope (no spread in k yet, or a
-        line through less than zero at k = 1), T(k) is taken proportional to k (a cautious guess for passes larger
-        than those seen: a scheduler's, whose first pass may be four prompts' prefill) instead of flat (the guess
-        that lets a single request's controller try drafting)."""
-        self.memory, self.proportional = memory, proportional
+    def __init__(self, memory: float = 0.97, guess: Literal["flat", "proportional", "lower"] = "flat"):
+        """guess: T(k) where the measured passes cannot tell the fixed cost from the slope (no spread in k yet, or a
+        line through less than zero at k = 1), from their mean k and time: "flat" (the same at every k: for the
+        target's passes, the guess that lets a single request's controller try drafting), "proportional" (to k: for a
+        scheduler's target passes, the cautious guess for passes larger than those seen, since its first may be
+        four prompts' prefill), or "lower" (the lower of the two: for the draft's passes, whose first timed is often
+        its catch-up on a prompt; flat would price every step as the whole catch-up, and it would never draft again
+        to time the steps themselves)."""
+        self.memory, self.guess = memory, guess
         self._n = self._sk = self._st = self._skk = self._skt = 0.0  # running sums
 
     @property
@@ -78,7 +82,7 @@ class PassTimes:
         slope = max(0.0, (self._skt / self._n - mean_k * mean_t) / var_k) if var_k > 1e-9 else 0.0
         t1 = mean_t - slope * (mean_k - 1)
         if var_k <= 1e-9 or t1 <= 0:  # too little spread in k to separate the fixed cost from the slope
-            t1, slope = (mean_t / mean_k, mean_t / mean_k) if self.proportional else (mean_t, 0.0)
+            return mean_t * {"flat": 1.0, "proportional": k / mean_k, "lower": min(1.0, k / mean_k)}[self.guess]
         return t1 + slope * (k - 1)
 
 
@@ -102,7 +106,7 @@ class AdaptiveGamma:
         self._copied = [self._accepted, self._rejected]  # the same for proposals copied from the context
         self._stops = [0.0, 1.0]  # the draft's guesses after which it stopped short of gamma, and went on
         self._times = PassTimes(memory)  # the target's passes, T(k)
-        self._draft_times = PassTimes(memory)  # the draft's passes, T_d(k)
+        self._draft_times = PassTimes(memory, guess="lower")  # the draft's passes, T_d(k)
         self._draft_passes = 0.0  # (with fixed costs: whether the draft makes passes at all)
         self.draft_timed = False  # whether `update` has timed a draft pass
         self._plain_rounds = [0, 0]  # rounds chosen plain: [for guesses, for copies]
@@ -219,7 +223,7 @@ class AdaptiveGamma:
         """Drop what the draft's passes were measured to cost: until they are timed again the draft is taken to cost
         nothing, so the next choices draft and time it (`Scheduler._learn`: costs that were not measured for a
         while may be stale)."""
-        self._draft_times = PassTimes(self.memory)
+        self._draft_times = PassTimes(self.memory, guess="lower")
 
     def _forget(self, copied: bool) -> None:
         """A round passes without measuring alpha: what was measured is worth `memory` times less (the text moves

@@ -170,6 +170,25 @@ def test_a_backlog_fed_in_a_first_pass_is_priced_per_token_not_as_a_dearer_draft
     assert chosen[False] < chosen[True] - 0.8
 
 
+def test_a_first_round_that_timed_only_the_drafts_catch_up_does_not_price_every_step_as_the_whole_catch_up():
+    """A request's first round: the draft feeds its 40-token prompt and one guess in one pass (60 ms), then stops,
+    unsure. That pass is all the draft has been timed on. Taken flat, a draft step was priced at 60 ms (more than the
+    target's 52 ms pass), and the request decoded plainly to its end, never timing a step again (seen in a live
+    server on the AMX Xeon: 1.02 tokens per target call). Taken proportional, it drafts on, and its steps' own
+    timings (13 ms) settle the line."""
+    controller = AdaptiveGamma(prior_slope=0.06)
+    controller._accepted, controller._rejected = 9.0, 1.0
+    assert controller.choose(behind=40, remaining=48) > 0
+    controller.update(1, 1, 0.055, 0.060, 1, pass_times=((41, 0.060),), stopped=True)
+    assert controller.draft_time(41) == pytest.approx(0.060)
+    gamma = controller.choose(behind=0, remaining=46)
+    assert gamma > 0
+    controller.update(gamma, gamma, 0.052 * (1 + 0.06 * gamma), 0.013 * gamma, gamma,
+                      pass_times=((1, 0.013),) * gamma)
+    assert controller.draft_time(1) == pytest.approx(0.013, rel=0.1)  # the line through both kinds of pass
+    assert controller.choose(behind=0, remaining=40) > 0
+
+
 def test_a_catch_up_the_rest_of_the_request_cannot_repay_is_not_paid():
     """A draft that pays (alpha 0.8, a pass 0.25 of the target's, the target's line 1 + 0.1 (k - 1)) but is 100 tokens
     behind (a new request's prompt), a token of catch-up costing 0.1: drafting saves ~0.28 of a pass a token, so with
