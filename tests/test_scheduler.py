@@ -16,7 +16,7 @@ from specdecode import SamplingConfig
 from specdecode.drafts.model import ModelDraft
 from specdecode.engine import Generation
 from specdecode.server import threads
-from specdecode.server.scheduler import PREFILL_CHUNK, Allotted, Scheduler
+from specdecode.server.scheduler import PREFILL_CHUNK, REDRAFT_FIRST, Allotted, Scheduler
 from specdecode.toy import prefix_pair
 
 GREEDY = SamplingConfig(0)
@@ -423,6 +423,34 @@ def test_requests_served_beside_others_throughout_do_not_delay_timing_the_draft_
             scheduler.release(lease)
     assert (scheduler.untimed, scheduler.retime_after) == (1, 1)
     assert max(lone_request(scheduler, 0.002)) > 0 and scheduler.learned.retimed  # alone again: it re-times
+
+
+def test_draft_costs_the_allotment_timed_in_a_bad_moment_are_forgotten_after_a_while():
+    """Four requests at once (alpha 0.9, a target pass of 4-16 rows 60-66 ms). A drafting step timed while another
+    process held the cores (1 s) kept every later allotment plain, and so from timing a step again (seen in a live
+    server on the AMX Xeon: 1.00 tokens per target call under load after a hogged warm-up). Now the allotment's draft
+    costs are forgotten after REDRAFT_FIRST allotments without draft rows, twice as many each time drafting turns out
+    not to pay again, and the wait is back to the first once timed costs call for drafting."""
+    target, draft_model = prefix_pair()
+    scheduler = Scheduler(target, ModelDraft(draft_model), sequences=4)
+    for lease in [acquired(scheduler) for _ in range(4)]:
+        controller = lease.allotted()
+        controller._accepted, controller._rejected = 900.0, 100.0
+    for k, seconds in ((4, 0.060), (8, 0.062), (16, 0.066)):
+        for _ in range(50):
+            scheduler.target_times.observe(k, seconds)
+
+    def plain_allotments() -> int:
+        """Allotments without draft rows before one with them."""
+        return next(n for n in range(1000) if max(scheduler.allot(10).values()) > 0)
+
+    scheduler.draft_times.observe(4, 1.0)  # the bad timing
+    assert plain_allotments() == REDRAFT_FIRST  # then forgotten: the next allotment drafts, and its steps are timed
+    scheduler.draft_times.observe(4, 1.0)  # as badly again (or drafting truly does not pay): the wait doubles
+    assert plain_allotments() == 2 * REDRAFT_FIRST
+    scheduler.draft_times.observe(4, 0.004)  # timed as it is
+    assert plain_allotments() == 0 and min(scheduler.allot(10).values()) >= 1
+    assert (scheduler.undrafted, scheduler.redraft_after) == (0, REDRAFT_FIRST)
 
 
 def test_every_batched_pass_runs_on_the_engine_thread(monkeypatch):

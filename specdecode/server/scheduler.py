@@ -59,6 +59,8 @@ PASS_LOG = 64  # target passes kept for the page's live view
 PREFILL_CHUNK = 32  # rows of a prompt per pass while others are served (`Scheduled.prefill`; a prompt path's own)
 STEP_ROWS = 4  # a draft pass feeding more rows of a sequence is catching up (a prefill): not timed for T_d
 RETIME_MOST = 64  # the most requests in a row that start from draft costs they did not measure (`Scheduler._learn`)
+REDRAFT_FIRST, REDRAFT_MOST = 16, 1024  # allotments in a row without draft rows before their draft costs are
+#                                         forgotten (`Scheduler._count_allotment`): at first, and at most
 
 
 class Scheduler:
@@ -84,12 +86,14 @@ class Scheduler:
         self.grace = grace
         self._held_since: float | None = None  # when every thread inside began waiting on a lease outside
         self._queues: dict[int, tuple[CausalLM, list[_Pending]]] = {}  # id(model) -> (model, extends waiting)
-        self.target_times = PassTimes(proportional=True)  # T(rows) of batched target passes, seconds
+        self.target_times = PassTimes(guess="proportional")  # T(rows) of batched target passes, seconds
         self.draft_times = PassTimes()  # T_d(rows) of batched draft passes (drafting steps), seconds
         self.passes: deque[dict] = deque(maxlen=PASS_LOG)  # recent target passes: whose rows, how many
         self.learned: Allotted | None = None  # the last finished request's controller: the next one starts from it
         self.untimed = 0  # requests with rounds alone since the last that timed the draft (they chose on older timings)
         self.retime_after = 1  # that many untimed, the next request starts with the draft's costs forgotten
+        self.undrafted = 0  # allotments in a row that gave no draft rows on measured draft costs
+        self.redraft_after = REDRAFT_FIRST  # that many undrafted, `draft_times` is forgotten
         self._ids = itertools.count(1)
         for index in self._free if self.batched else ():  # every sequence's caches made now, as a server sizes its
             Lease(self, 0).bind(index)                    # slots at start: no request pays for a fresh one
@@ -146,7 +150,8 @@ class Scheduler:
         and times it), the count doubling each time that finds drafting not worth it again (up to RETIME_MOST),
         back to 1 once a request times the draft of its own accord. A request served beside others throughout
         could not time the draft alone and counts for nothing: in a busy server the wait does not grow, and a
-        re-timing that fell on such a request passes to the next."""
+        re-timing that fell on such a request passes to the next. (The allotment's draft costs, timed on the steps
+        it allots, have a rule of their own: `_count_allotment`.)"""
         self.learned = controller
         if not controller.alone:
             if controller.retimed:
@@ -157,6 +162,20 @@ class Scheduler:
             self.untimed, self.retime_after = 0, 1
         else:
             self.untimed += 1
+
+    def _count_allotment(self, drafted: bool) -> None:
+        """The allotment's draft costs are timed only on the drafting steps it allots, so, as with a lone request's
+        (`_learn`), one bad timing could keep every later allotment from drafting. After `redraft_after` allotments
+        in a row without draft rows they are forgotten (the next allotments draft, and time them), the count
+        doubling each time that finds drafting not worth it again (up to REDRAFT_MOST), back to REDRAFT_FIRST once
+        an allotment on timed costs gives draft rows."""
+        if drafted:
+            self.undrafted, self.redraft_after = 0, REDRAFT_FIRST
+            return
+        self.undrafted += 1
+        if self.undrafted >= self.redraft_after:
+            self.draft_times = PassTimes()
+            self.undrafted, self.redraft_after = 0, min(2 * self.redraft_after, REDRAFT_MOST)
 
     def _hand_out(self) -> None:
         """The free sequences to the first leases in line (the admission lock held): to each, the free sequence
@@ -323,6 +342,8 @@ class Scheduler:
                 if (added := rate(rows + len(move), expected + value, more)) > now:
                     now, best = added, (move, value)
             if best is None:
+                if timed:
+                    self._count_allotment(any(g for i, g in gamma.items() if i not in copies))
                 return gamma
             move, value = best
             for i in move:
@@ -389,7 +410,6 @@ class Allotted(AdaptiveGamma):
         with scheduler._admission:
             if scheduler.untimed >= scheduler.retime_after:
                 self.forget_draft_costs()
-                scheduler.draft_times = PassTimes()  # (the allotment's, likewise)
                 scheduler.untimed, self.retimed = 0, True
 
     def choose(self, copied: bool = False, behind: int = 0, remaining: int | None = None) -> int:
