@@ -75,7 +75,7 @@ class PassTimes:
         self._n, self._sk, self._st = m * self._n + weight, m * self._sk + weight * k, m * self._st + weight * seconds
         self._skk, self._skt = m * self._skk + weight * k * k, m * self._skt + weight * k * seconds
 
-    def __call__(self, k: int) -> float:
+    def __call__(self, k: float) -> float:
         """The line at k (seconds); measured passes first."""
         mean_k, mean_t = self._sk / self._n, self._st / self._n
         var_k = self._skk / self._n - mean_k**2
@@ -155,6 +155,11 @@ class AdaptiveGamma:
         if not self._times.measured:
             return 1.0 + self.prior_slope * (k - 1)
         return self._times(k)
+
+    @property
+    def draft_times(self) -> PassTimes:
+        """T_d(k) as this controller measured the draft's passes (with fixed costs: never measured)."""
+        return self._draft_times
 
     def draft_time(self, k: int = 1) -> float:
         """Estimated time of a draft pass feeding k tokens (0 for a draft that makes no passes)."""

@@ -15,19 +15,24 @@ the one whose cells hold the longest start of its prompt, so a chat's next turn 
 (`CausalLM.cached`) however many other users came between; else the one given back last (requests one at a time
 keep to one sequence).
 
-Rows go where expected tokens are highest (`Scheduler.allot`, for requests whose gamma is "auto" and unseeded):
-each request's next token first, then, a row at a time, the draft position that raises the round's expected
-tokens per second most (a request's j-th draft is kept with probability alpha^j, its measured acceptance), or a row
-for each of the requests drafting longest (which share the one more draft pass their rows need), until none does.
-A round costs the target pass of all its rows, T(rows) (measured, a line: `adaptive.PassTimes`), plus the draft's
-passes: its j-th pass carries a row for each request drafting j or more tokens with the model, and costs T_d(those
-rows) (measured likewise; a proposal copied from the context, prompt lookup's, runs none: its rows cost only their
-share of the target pass). A draft that is behind (its deferred prompt prefill, or text written without it:
-`Draft.behind`) first catches up, T_d(1 + behind) - T_d(1), paid once and so spread over the rounds its request has
-left: a request beside others does not start drafting for a round or two (as when one of four ends and the next has
-yet to come) at the price of a whole prefill. A request served alone chooses as it would alone (its
-`AdaptiveGamma`). Seeded requests keep their own timing-free schedule, so a seed reproduces the text whoever else is
-served (`engine.timing_free`: except greedy ones on a batch-invariant target, whose text no schedule changes).
+Rows go where expected tokens are highest (`Scheduler.allot`, for requests whose gamma is "auto" and unseeded;
+once between two target passes, for all of them: `allotment`): each request's next token first, then the draft
+positions that raise the round's expected tokens per second most (a request's j-th draft is kept with probability
+alpha^j, its measured acceptance): rows for one request, or a row or more for each of the requests drafting longest
+(which share the draft passes their rows need), until none do. A round costs the target pass of all its rows,
+T(rows) (measured, a line: `adaptive.PassTimes`), plus the draft's passes: its j-th pass carries a row for each
+request drafting j or more tokens with the model, the first also the last round's last draft of each whose last
+round kept every draft (probability alpha^gamma), and costs T_d(those rows) (measured likewise; until it is, as a
+lone request measured it; a proposal copied from the context, prompt lookup's, runs none: its rows cost only their
+share of the target pass). Each pass also costs the time between it and the pass before, while the requests'
+threads take its results and make the next rows (the rule, a draft's sampling, streaming): measured, the median
+gap before a pass of each model (`Scheduler.overhead`), so drafting, which adds passes, is charged for them. A
+draft that is behind (its deferred prompt prefill, or text written without it: `Draft.behind`) first catches up,
+T_d(1 + behind) - T_d(1), paid once and so spread over the rounds its request has left: a request beside others
+does not start drafting for a round or two (as when one of four ends and the next has yet to come) at the price of
+a whole prefill. A request served alone chooses as it would alone (its `AdaptiveGamma`). Seeded requests keep
+their own timing-free schedule, so a seed reproduces the text whoever else is served (`engine.timing_free`: except
+greedy ones on a batch-invariant target, whose text no schedule changes).
 
 Where the models keep one cache each (llama.cpp, transformers), or the draft cannot be forked (a feature draft),
 there is one sequence: requests run one at a time on the models themselves, in arrival order.
@@ -56,6 +61,7 @@ from .threads import on_engine
 POLL_SECONDS = 0.005  # how often a request waiting its turn looks for it (every 20th time, for its client)
 GRACE_SECONDS = 0.005  # how long a pass waits for a request that holds a lease but is between two rounds
 PASS_LOG = 64  # target passes kept for the page's live view
+GAP_LOG = 64  # gaps before passes kept, of each model, for their median (`Scheduler.overhead`)
 PREFILL_CHUNK = 32  # rows of a prompt per pass while others are served (`Scheduled.prefill`; a prompt path's own)
 STEP_ROWS = 4  # a draft pass feeding more rows of a sequence is catching up (a prefill): not timed for T_d
 RETIME_MOST = 64  # the most requests in a row that start from draft costs they did not measure (`Scheduler._learn`)
@@ -88,6 +94,12 @@ class Scheduler:
         self._queues: dict[int, tuple[CausalLM, list[_Pending]]] = {}  # id(model) -> (model, extends waiting)
         self.target_times = PassTimes(guess="proportional")  # T(rows) of batched target passes, seconds
         self.draft_times = PassTimes()  # T_d(rows) of batched draft passes (drafting steps), seconds
+        # Seconds between a batched pass's start and the end of the pass before it, by whether it is the target's:
+        # what the requests' threads do between passes (the rule, a draft's sampling, streaming), each pass's share
+        self.gaps: dict[bool, deque[float]] = {True: deque(maxlen=GAP_LOG), False: deque(maxlen=GAP_LOG)}
+        self._last_end: float | None = None  # when the last pass ended (time.perf_counter)
+        self._target_passes = 0  # batched target passes run
+        self._allotment: tuple[tuple, dict[int, int]] | None = None  # (when, what) `allotment` last decided
         self.passes: deque[dict] = deque(maxlen=PASS_LOG)  # recent target passes: whose rows, how many
         self.learned: Allotted | None = None  # the last finished request's controller: the next one starts from it
         self.untimed = 0  # requests with rounds alone since the last that timed the draft (they chose on older timings)
@@ -166,9 +178,10 @@ class Scheduler:
     def _count_allotment(self, drafted: bool) -> None:
         """The allotment's draft costs are timed only on the drafting steps it allots, so, as with a lone request's
         (`_learn`), one bad timing could keep every later allotment from drafting. After `redraft_after` allotments
-        in a row without draft rows they are forgotten (the next allotments draft, and time them), the count
-        doubling each time that finds drafting not worth it again (up to REDRAFT_MOST), back to REDRAFT_FIRST once
-        an allotment on timed costs gives draft rows."""
+        in a row without draft rows they are forgotten: the next allotments price the draft as the last finished
+        request measured it alone (kept fresh by `_learn`), else as free, and time it where that has them draft. The
+        count doubles each time that finds drafting not worth it again (up to REDRAFT_MOST), and goes back to
+        REDRAFT_FIRST once an allotment on timed costs gives draft rows."""
         if drafted:
             self.undrafted, self.redraft_after = 0, REDRAFT_FIRST
             return
@@ -264,6 +277,8 @@ class Scheduler:
         self._cond.release()
         try:
             start = time.perf_counter()
+            if self._last_end is not None and len(items) > 1:
+                self.gaps[model is self.target].append(start - self._last_end)
             try:
                 results = on_engine(model.extend_batch, [(i.sequence, i.tokens, i.keep) for i in items],
                                     [i.prompt for i in items])
@@ -280,6 +295,7 @@ class Scheduler:
                         except Exception as alone:
                             item.error = alone
             seconds = time.perf_counter() - start
+            self._last_end = start + seconds
         finally:
             self._cond.acquire()
             self._running = False
@@ -288,6 +304,7 @@ class Scheduler:
             self._cond.notify_all()
         rows = sum(item.tokens.numel() for item in items)
         if model is self.target:
+            self._target_passes += 1
             if not any(item.prompt for item in items):  # (prompt rows cost what their own path does)
                 self.target_times.observe(rows, seconds)
             record = {"rows": [[item.lease.id, item.tokens.numel()] for item in items], "ms": seconds * 1e3}
@@ -298,6 +315,22 @@ class Scheduler:
             self.draft_times.observe(rows, seconds)
 
     # --- rows ----------------------------------------------------------------------------------------------------
+
+    def overhead(self, target: bool) -> float:
+        """Seconds a batched pass of the target (or of the draft) costs beyond its own time: the median gap before
+        one, measured (0 until measured)."""
+        gaps = sorted(self.gaps[target])
+        return gaps[len(gaps) // 2] if gaps else 0.0
+
+    def allotment(self, max_gamma: int) -> dict[int, int]:
+        """`allot`, once between two target passes: the first request to choose its round computes it, on every
+        request's latest measurements, and the others take their part of it. One decision for the pass, rather than
+        one per request on measurements updated at different moments (which could have one request draft alone,
+        paying a draft pass for its own rows, because it judged the others would draft too)."""
+        when = (self._target_passes, tuple(lease.id for lease in self.leased), max_gamma)
+        if self._allotment is None or self._allotment[0] != when:
+            self._allotment = (when, self.allot(max_gamma))
+        return self._allotment[1]
 
     def allot(self, max_gamma: int) -> dict[int, int]:
         """gamma for each leased request with an `Allotted` controller, {lease id: gamma}: the row budget spent where
@@ -311,44 +344,51 @@ class Scheduler:
         rows, expected = len(leases), float(len(leases))
         t = self.target_times if self.target_times.measured else (lambda k: 1.0 + self.target.verify_slope * (k - 1))
         draft_times = self.draft_times  # (one object throughout: a retimed request may put a fresh one in its place)
+        if not draft_times.measured and self.learned is not None and self.learned.draft_times.measured:
+            draft_times = self.learned.draft_times  # until batched draft passes are timed (again): a lone request's
         timed = self.target_times.measured and draft_times.measured
+        target_gap, gap = self.overhead(True), self.overhead(False)  # (each pass's share of the time between them)
         owed = {lease.id: catch_up_owed(draft_times, lease.controller.behind, lease.controller.remaining)
                 for lease in leases if lease.controller is not None} if timed else {}
 
         def rate(rows: int, expected: float, guesses: dict[int, int]) -> float:
-            """guesses: {lease id: gamma} drafted by the model; its j-th pass carries a row of each gamma >= j, and a
-            draft that is behind first feeds what it missed: that catch-up, paid once, is charged per token the
-            request's round expects (`catch_up_owed`)."""
+            """guesses: {lease id: gamma} drafted by the model; its j-th pass carries a row of each gamma >= j, the
+            first also, with probability alpha^gamma, the last round's last draft (fed once that round kept every
+            draft: as `AdaptiveGamma.drafting_time` prices it alone). A draft further behind first feeds what it
+            missed: that catch-up, paid once, is charged per token the request's round expects (`catch_up_owed`)."""
             if not timed:
                 return expected / t(rows)
-            drafting = sum(draft_times(sum(g >= j for g in guesses.values()))
+            lagging = sum(alphas[i] ** g for i, g in guesses.items() if g)
+            drafting = sum(draft_times(sum(g >= j for g in guesses.values()) + (lagging if j == 1 else 0)) + gap
                            for j in range(1, max(guesses.values(), default=0) + 1))
             drafting += sum(owed[i] * expected_tokens(alphas[i], g) for i, g in guesses.items() if g)
-            return expected / (t(rows) + drafting)
+            return expected / (t(rows) + target_gap + drafting)
 
         while True:  # add the rows that raise the rate most, until none do
             guesses = {i: g for i, g in gamma.items() if i not in copies}  # (a copy runs no draft pass)
             now, best = rate(rows, expected, guesses), None
             open_ = [i for i in gamma if gamma[i] < max_gamma]
             longest = max((guesses[i] for i in open_ if i in guesses), default=None)
-            # a row for one request; or one for each guessing request at the longest gamma (or for every guessing
-            # request), which share the draft pass that a row for one of them alone would pay for by itself
-            moves = [[i] for i in open_] + [group for group in (
+            # rows for one request; or a row each (or more) for the guessing requests at the longest gamma (or for
+            # every guessing request), which share the draft passes that rows for one of them would pay for alone.
+            # Several rows at once: a first draft pass may not pay for one guess, yet pay for three
+            groups = [[i] for i in open_] + [group for group in (
                 [i for i in open_ if guesses.get(i, -1) == longest], [i for i in open_ if i in guesses])
                 if len(group) > 1]
-            for move in moves:
-                value = sum(alphas[i] ** (gamma[i] + 1) for i in move)
-                more = guesses | {i: gamma[i] + 1 for i in move if i in guesses}
-                if (added := rate(rows + len(move), expected + value, more)) > now:
-                    now, best = added, (move, value)
+            for group in groups:
+                for steps in range(1, max_gamma - max(gamma[i] for i in group) + 1):
+                    value = sum(alphas[i] ** j for i in group for j in range(gamma[i] + 1, gamma[i] + steps + 1))
+                    more = guesses | {i: gamma[i] + steps for i in group if i in guesses}
+                    if (added := rate(rows + steps * len(group), expected + value, more)) > now:
+                        now, best = added, (group, steps, value)
             if best is None:
                 if timed:
                     self._count_allotment(any(g for i, g in gamma.items() if i not in copies))
                 return gamma
-            move, value = best
-            for i in move:
-                gamma[i] += 1
-            rows, expected = rows + len(move), expected + value
+            group, steps, value = best
+            for i in group:
+                gamma[i] += steps
+            rows, expected = rows + steps * len(group), expected + value
 
 
 class Lease:
@@ -423,7 +463,7 @@ class Allotted(AdaptiveGamma):
         if not self._shared:
             self.alone = True
             return super().choose(copied, behind, remaining)
-        return scheduler.allot(self.max_gamma).get(self.lease.id, 0)
+        return scheduler.allotment(self.max_gamma).get(self.lease.id, 0)
 
     def update(self, drafted: int, accepted: int, target_seconds: float | None = None,
                draft_seconds: float | None = None, draft_passes: int = 0, copied: bool = False,
