@@ -427,12 +427,19 @@ def test_requests_between_two_target_passes_take_their_parts_of_one_allotment():
     for controller in controllers:
         controller._accepted, controller._rejected = 900.0, 100.0
     cheap_rows(scheduler)
-    first = controllers[0].choose()
-    assert first > 0
+
+    def target_pass() -> None:
+        with scheduler.inside():  # (the other request between rounds: the pass runs after the grace)
+            leases[0].target.extend(torch.tensor([1]))
+        cheap_rows(scheduler)  # (the toy's pass timed in place of the costs given)
+
+    for controller in controllers:  # each a first choice, on its own state
+        controller.choose()
+    target_pass()
+    assert controllers[0].choose() > 0  # the allotment for this pass, both drafting
     controllers[1]._accepted, controllers[1]._rejected = 5.0, 995.0  # its acceptance falls before it chooses
     assert controllers[1].choose() > 0  # its part of the allotment made for this pass
-    with scheduler.inside():  # a target pass (the other request between rounds: it runs after the grace)
-        leases[0].target.extend(torch.tensor([1]))
+    target_pass()
     assert controllers[1].choose() == 0  # a new allotment, on its acceptance now
 
 
@@ -459,6 +466,51 @@ def test_forgotten_batched_draft_costs_are_priced_as_a_lone_request_measured_the
         assert not scheduler.draft_times.measured
         allotted[draft_pass] = max(scheduler.allot(10).values())
     assert allotted[0.030] == 0 < allotted[0.001]
+
+
+def test_a_catch_up_is_priced_as_catch_ups_were_measured_to_cost():
+    """Two requests alike (alpha 0.9, 60 tokens left) on cheap target rows, the draft's step 4 ms + 1 ms a row; one's
+    draft has yet to feed 40 tokens. Priced on the steps' line (40 ms, spread over 60 tokens) it pays, and both
+    draft. Where the draft's catch-up passes were measured at 10 ms a row (a prompt's rows on its prompt path, or a
+    dearer engine), the 400 ms catch-up does not pay over 60 tokens: only the other drafts. Before, catch-ups were
+    priced on the steps' line alone (on the AMX Xeon it said ~1.3 ms a row against ~2.5 measured)."""
+    target, draft_model = prefix_pair()
+    allotted = {}
+    for per_row in (None, 0.010):
+        scheduler = Scheduler(target, ModelDraft(draft_model), sequences=4)
+        cold, warm = acquired(scheduler), acquired(scheduler)
+        for lease in (cold, warm):
+            controller = lease.allotted()
+            controller._accepted, controller._rejected = 900.0, 100.0
+            controller.remaining = 60
+        cold.controller.behind = 40
+        for k, seconds in ((2, 0.0202), (4, 0.0204), (8, 0.0208)):  # nearly flat: target rows are cheap
+            scheduler.target_times.observe(k, seconds)
+        for rows in (1, 2, 4):
+            scheduler.draft_times.observe(rows, 0.004 + 0.001 * (rows - 1))
+        for rows in (40, 80) if per_row else ():
+            scheduler.catch_ups.observe(rows, 0.004 + per_row * rows)
+        gamma = scheduler.allot(10)
+        allotted[per_row] = (gamma[cold.id], gamma[warm.id])
+    assert allotted[None][0] > 0 and allotted[0.010][0] == 0 < allotted[0.010][1]
+
+
+def test_a_request_decides_the_allotment_again_at_its_first_choice():
+    """The allotment made by the first request to choose after a pass takes a new request's state as it stands
+    before its first choice (its draft's backlog unknown: 0). That request's first choice decides again, on its own
+    state: its draft must first feed its whole prompt (300 tokens, with 4 to write), which does not pay."""
+    target, draft_model = prefix_pair()
+    scheduler = Scheduler(target, ModelDraft(draft_model), sequences=4)
+    old, new = acquired(scheduler), acquired(scheduler)
+    for lease in (old, new):
+        controller = lease.allotted()
+        controller._accepted, controller._rejected = 900.0, 100.0
+    for k, seconds in ((2, 0.0202), (4, 0.0204), (8, 0.0208)):  # nearly flat: target rows are cheap
+        scheduler.target_times.observe(k, seconds)
+    for rows in (1, 2, 4):
+        scheduler.draft_times.observe(rows, 0.004 + 0.001 * (rows - 1))
+    assert old.controller.choose(remaining=60) > 0 and scheduler.allotment(10)[new.id] > 0  # (new: backlog unknown)
+    assert new.controller.choose(behind=300, remaining=4) == 0
 
 
 def test_a_request_starts_from_what_the_last_one_measured():

@@ -28,11 +28,12 @@ share of the target pass). Each pass also costs the time between it and the pass
 threads take its results and make the next rows (the rule, a draft's sampling, streaming): measured, the median
 gap before a pass of each model (`Scheduler.overhead`), so drafting, which adds passes, is charged for them. A
 draft that is behind (its deferred prompt prefill, or text written without it: `Draft.behind`) first catches up,
-T_d(1 + behind) - T_d(1), paid once and so spread over the rounds its request has left: a request beside others
-does not start drafting for a round or two (as when one of four ends and the next has yet to come) at the price of
-a whole prefill. A request served alone chooses as it would alone (its `AdaptiveGamma`). Seeded requests keep
-their own timing-free schedule, so a seed reproduces the text whoever else is served (`engine.timing_free`: except
-greedy ones on a batch-invariant target, whose text no schedule changes).
+T_c(1 + behind) - T_c(1) (T_c measured on the draft passes that catch up, whose rows cost more than a step's: a
+prompt's go through its prompt path; until measured, T_d), paid once and so spread over the rounds its request has
+left: a request beside others does not start drafting for a round or two (as when one of four ends and the next has
+yet to come) at the price of a whole prefill. A request served alone chooses as it would alone (its
+`AdaptiveGamma`). Seeded requests keep their own timing-free schedule, so a seed reproduces the text whoever else is
+served (`engine.timing_free`: except greedy ones on a batch-invariant target, whose text no schedule changes).
 
 Where the models keep one cache each (llama.cpp, transformers), or the draft cannot be forked (a feature draft),
 there is one sequence: requests run one at a time on the models themselves, in arrival order.
@@ -94,6 +95,7 @@ class Scheduler:
         self._queues: dict[int, tuple[CausalLM, list[_Pending]]] = {}  # id(model) -> (model, extends waiting)
         self.target_times = PassTimes(guess="proportional")  # T(rows) of batched target passes, seconds
         self.draft_times = PassTimes()  # T_d(rows) of batched draft passes (drafting steps), seconds
+        self.catch_ups = PassTimes(guess="proportional")  # the same of draft passes that catch a draft up (prefills)
         # Seconds between a batched pass's start and the end of the pass before it, by whether it is the target's:
         # what the requests' threads do between passes (the rule, a draft's sampling, streaming), each pass's share
         self.gaps: dict[bool, deque[float]] = {True: deque(maxlen=GAP_LOG), False: deque(maxlen=GAP_LOG)}
@@ -313,6 +315,8 @@ class Scheduler:
                 item.lease.last_pass = record
         elif max(item.tokens.numel() for item in items) <= STEP_ROWS:  # (not a draft's prefill: a drafting step)
             self.draft_times.observe(rows, seconds)
+        else:
+            self.catch_ups.observe(rows, seconds)
 
     # --- rows ----------------------------------------------------------------------------------------------------
 
@@ -326,8 +330,10 @@ class Scheduler:
         """`allot`, once between two target passes: the first request to choose its round computes it, on every
         request's latest measurements, and the others take their part of it. One decision for the pass, rather than
         one per request on measurements updated at different moments (which could have one request draft alone,
-        paying a draft pass for its own rows, because it judged the others would draft too)."""
-        when = (self._target_passes, tuple(lease.id for lease in self.leased), max_gamma)
+        paying a draft pass for its own rows, because it judged the others would draft too). A request's first
+        choice decides again, on its own state: until then its draft's backlog (its whole prompt) is unknown."""
+        when = (self._target_passes, tuple((lease.id, lease.controller is not None and lease.controller.chose)
+                                           for lease in self.leased), max_gamma)  # (a first choice: its own state)
         if self._allotment is None or self._allotment[0] != when:
             self._allotment = (when, self.allot(max_gamma))
         return self._allotment[1]
@@ -348,7 +354,8 @@ class Scheduler:
             draft_times = self.learned.draft_times  # until batched draft passes are timed (again): a lone request's
         timed = self.target_times.measured and draft_times.measured
         target_gap, gap = self.overhead(True), self.overhead(False)  # (each pass's share of the time between them)
-        owed = {lease.id: catch_up_owed(draft_times, lease.controller.behind, lease.controller.remaining)
+        catching_up = self.catch_ups if self.catch_ups.measured else draft_times  # (a prefill's rows cost more)
+        owed = {lease.id: catch_up_owed(catching_up, lease.controller.behind, lease.controller.remaining)
                 for lease in leases if lease.controller is not None} if timed else {}
 
         def rate(rows: int, expected: float, guesses: dict[int, int]) -> float:
@@ -441,10 +448,11 @@ class Allotted(AdaptiveGamma):
         self.remaining: int | None = None  # tokens its request may still write
         self.retimed = False  # it started with the draft's costs forgotten (`Scheduler._learn`)
         self.alone = False  # whether it chose a round alone (and so could time the draft: `Scheduler._learn`)
+        self.chose = False  # whether it has chosen a round (before, its behind and remaining are not yet its own)
 
     def _learn_from(self, other: Allotted) -> None:
         state = {k: v for k, v in other.__dict__.items()
-                 if k not in ("lease", "_shared", "_fresh", "draft_timed", "retimed", "alone")}
+                 if k not in ("lease", "_shared", "_fresh", "draft_timed", "retimed", "alone", "chose")}
         self.__dict__.update(copy.deepcopy(state))
         scheduler = self.lease.scheduler
         with scheduler._admission:
@@ -459,7 +467,7 @@ class Allotted(AdaptiveGamma):
             if scheduler.learned is not None and scheduler.learned is not self:
                 self._learn_from(scheduler.learned)
         self._shared = len(scheduler.leased) > 1
-        self.copied, self.behind, self.remaining = copied, behind, remaining
+        self.copied, self.behind, self.remaining, self.chose = copied, behind, remaining, True
         if not self._shared:
             self.alone = True
             return super().choose(copied, behind, remaining)
