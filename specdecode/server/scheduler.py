@@ -63,6 +63,7 @@ POLL_SECONDS = 0.005  # how often a request waiting its turn looks for it (every
 GRACE_SECONDS = 0.005  # how long a pass waits for a request that holds a lease but is between two rounds
 PASS_LOG = 64  # target passes kept for the page's live view
 GAP_LOG = 64  # gaps before passes kept, of each model, for their median (`Scheduler.overhead`)
+JUMP_ROWS = 4  # the most rows per request one step of the allotment's search adds (`Scheduler.allot`)
 PREFILL_CHUNK = 32  # rows of a prompt per pass while others are served (`Scheduled.prefill`; a prompt path's own)
 STEP_ROWS = 4  # a draft pass feeding more rows of a sequence is catching up (a prefill): not timed for T_d
 RETIME_MOST = 64  # the most requests in a row that start from draft costs they did not measure (`Scheduler._learn`)
@@ -365,10 +366,16 @@ class Scheduler:
             missed: that catch-up, paid once, is charged per token the request's round expects (`catch_up_owed`)."""
             if not timed:
                 return expected / t(rows)
-            lagging = sum(alphas[i] ** g for i, g in guesses.items() if g)
-            drafting = sum(draft_times(sum(g >= j for g in guesses.values()) + (lagging if j == 1 else 0)) + gap
-                           for j in range(1, max(guesses.values(), default=0) + 1))
-            drafting += sum(owed[i] * expected_tokens(alphas[i], g) for i, g in guesses.items() if g)
+            drafting, drafted, deepest = 0.0, 0, max(guesses.values(), default=0)
+            ending = [0] * (deepest + 1)  # ending[j]: requests guessing exactly j
+            for i, g in guesses.items():
+                ending[g] += 1
+                if g:  # the first pass's lagging row, and the catch-up owed (`catch_up_owed`)
+                    drafting += owed[i] * expected_tokens(alphas[i], g)
+            for j in range(deepest, 0, -1):  # the j-th pass: a row of each request guessing j or more
+                drafted += ending[j]
+                lagging = sum(alphas[i] ** g for i, g in guesses.items() if g) if j == 1 else 0.0
+                drafting += draft_times(drafted + lagging) + gap
             return expected / (t(rows) + target_gap + drafting)
 
         while True:  # add the rows that raise the rate most, until none do
@@ -378,12 +385,12 @@ class Scheduler:
             longest = max((guesses[i] for i in open_ if i in guesses), default=None)
             # rows for one request; or a row each (or more) for the guessing requests at the longest gamma (or for
             # every guessing request), which share the draft passes that rows for one of them would pay for alone.
-            # Several rows at once: a first draft pass may not pay for one guess, yet pay for three
+            # Several rows at once (up to JUMP_ROWS each): a first draft pass may not pay for one guess, yet for three
             groups = [[i] for i in open_] + [group for group in (
                 [i for i in open_ if guesses.get(i, -1) == longest], [i for i in open_ if i in guesses])
                 if len(group) > 1]
             for group in groups:
-                for steps in range(1, max_gamma - max(gamma[i] for i in group) + 1):
+                for steps in range(1, min(JUMP_ROWS, max_gamma - max(gamma[i] for i in group)) + 1):
                     value = sum(alphas[i] ** j for i in group for j in range(gamma[i] + 1, gamma[i] + steps + 1))
                     more = guesses | {i: gamma[i] + steps for i in group if i in guesses}
                     if (added := rate(rows + steps * len(group), expected + value, more)) > now:
