@@ -333,7 +333,7 @@ class Scheduler:
         one per request on measurements updated at different moments (which could have one request draft alone,
         paying a draft pass for its own rows, because it judged the others would draft too). A request's first
         choice decides again, on its own state: until then its draft's backlog (its whole prompt) is unknown."""
-        when = (self._target_passes, tuple((lease.id, lease.controller is not None and lease.controller.chose)
+        when = (self._target_passes, tuple((lease.id, lease.controller is None or lease.controller._fresh)
                                            for lease in self.leased), max_gamma)  # (a first choice: its own state)
         if self._allotment is None or self._allotment[0] != when:
             self._allotment = (when, self.allot(max_gamma))
@@ -370,7 +370,7 @@ class Scheduler:
             ending = [0] * (deepest + 1)  # ending[j]: requests guessing exactly j
             for i, g in guesses.items():
                 ending[g] += 1
-                if g:  # the first pass's lagging row, and the catch-up owed (`catch_up_owed`)
+                if g:  # (the catch-up owed: `catch_up_owed`)
                     drafting += owed[i] * expected_tokens(alphas[i], g)
             for j in range(deepest, 0, -1):  # the j-th pass: a row of each request guessing j or more
                 drafted += ending[j]
@@ -449,17 +449,16 @@ class Allotted(AdaptiveGamma):
         super().__init__(prior_slope=slope)
         self.lease = lease
         self._shared = False
-        self._fresh = True  # nothing chosen yet
+        self._fresh = True  # nothing chosen yet (its behind and remaining are not yet its own)
         self.copied = False  # whether its current round's proposal is a copy (`AdaptiveGamma.choose`)
         self.behind = 0  # tokens its draft must catch up on before its next guess (`Draft.behind`)
         self.remaining: int | None = None  # tokens its request may still write
         self.retimed = False  # it started with the draft's costs forgotten (`Scheduler._learn`)
         self.alone = False  # whether it chose a round alone (and so could time the draft: `Scheduler._learn`)
-        self.chose = False  # whether it has chosen a round (before, its behind and remaining are not yet its own)
 
     def _learn_from(self, other: Allotted) -> None:
         state = {k: v for k, v in other.__dict__.items()
-                 if k not in ("lease", "_shared", "_fresh", "draft_timed", "retimed", "alone", "chose")}
+                 if k not in ("lease", "_shared", "_fresh", "draft_timed", "retimed", "alone")}
         self.__dict__.update(copy.deepcopy(state))
         scheduler = self.lease.scheduler
         with scheduler._admission:
@@ -474,7 +473,7 @@ class Allotted(AdaptiveGamma):
             if scheduler.learned is not None and scheduler.learned is not self:
                 self._learn_from(scheduler.learned)
         self._shared = len(scheduler.leased) > 1
-        self.copied, self.behind, self.remaining, self.chose = copied, behind, remaining, True
+        self.copied, self.behind, self.remaining = copied, behind, remaining
         if not self._shared:
             self.alone = True
             return super().choose(copied, behind, remaining)
