@@ -80,7 +80,9 @@ def best_gamma(alpha: float, c: float, max_gamma: int = 32, verify_cost=None) ->
 
 def measured_verify_cost(ratio: dict[int, float]):
     """k -> T(k) / T(1) from a few measured points {k: T(k) / T(1)} (`models.costs.pass_times`): linear between them,
-    and beyond the last along its last segment (a CPU's pass grows about linearly once compute-bound)."""
+    and beyond the last along its last segment (a CPU's pass grows about linearly once compute-bound), or flat where
+    that segment falls (noise in passes of microseconds: a pass of more tokens is not taken to cost less, nor less
+    than nothing)."""
     ks = sorted(int(k) for k in ratio)
     r = {int(k): float(v) for k, v in ratio.items()}
     if not ks or ks[0] != 1:
@@ -94,7 +96,10 @@ def measured_verify_cost(ratio: dict[int, float]):
         lo = max(x for x in ks if x < hi) if hi > ks[0] else ks[0]
         if hi == lo:
             return r[lo]
-        return r[lo] + (r[hi] - r[lo]) * (k - lo) / (hi - lo)
+        slope = (r[hi] - r[lo]) / (hi - lo)
+        if k > hi:  # beyond the last point
+            return r[hi] + max(slope, 0.0) * (k - hi)
+        return r[lo] + slope * (k - lo)
 
     return cost
 

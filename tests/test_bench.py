@@ -165,6 +165,10 @@ def test_measured_verify_costs_interpolate_and_extend_along_the_last_segment():
     cost = analysis.measured_verify_cost({1: 1.0, 2: 1.8, 4: 2.6, 16: 8.6})
     assert [cost(k) for k in (1, 2, 3, 4, 10, 16)] == pytest.approx([1.0, 1.8, 2.2, 2.6, 5.6, 8.6])
     assert cost(20) == pytest.approx(8.6 + 4 * 0.5)  # beyond 16: the 4..16 slope, 0.5 per token
+    # A last segment that falls (noise, on passes of microseconds) is not followed down, below nothing: flat beyond
+    # (the quick bench's tiny models once asked a verify cost of -0.04 this way at a large gamma)
+    falling = analysis.measured_verify_cost({1: 1.0, 8: 1.5, 16: 1.2})
+    assert [falling(k) for k in (12, 16, 40, 100)] == pytest.approx([1.35, 1.2, 1.2, 1.2])
     with pytest.raises(ValueError, match="k = 1"):
         analysis.measured_verify_cost({2: 1.1})
 
