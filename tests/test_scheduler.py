@@ -15,6 +15,7 @@ import torch
 
 from specdecode import SamplingConfig
 from specdecode.adaptive import PassTimes
+from specdecode.drafts.hybrid import HybridDraft
 from specdecode.drafts.model import ModelDraft
 from specdecode.engine import Generation
 from specdecode.server import threads
@@ -511,6 +512,30 @@ def test_a_request_decides_the_allotment_again_at_its_first_choice():
         scheduler.draft_times.observe(rows, 0.004 + 0.001 * (rows - 1))
     assert old.controller.choose(remaining=60) > 0 and scheduler.allotment(10)[new.id] > 0  # (new: backlog unknown)
     assert new.controller.choose(behind=300, remaining=4) == 0
+
+
+def test_a_request_whose_proposal_stops_being_a_copy_decides_the_allotment_again():
+    """Prompt lookup behind a draft model: a request that copied last round and guesses with the model in this one.
+    Where a draft pass costs as much as a target pass and target rows are cheap, a copy's rows pay and the model's
+    do not. The allotment made by another request's choice priced this one as a copy (its state at its last choice);
+    its own choice, now a guess, decides again and gets no rows. Before, it took the copy's rows and its model
+    drafted alone, first catching up on every token it had skipped (seen at 4 clients with lookup+0.5B on the AMX
+    Xeon: 4 s of draft passes a load, against ~1 s with the 0.5B alone)."""
+    target, draft_model = prefix_pair()
+    scheduler = Scheduler(target, HybridDraft(ModelDraft(draft_model)), sequences=4)
+    other, switcher = acquired(scheduler), acquired(scheduler)
+    for lease in (other, switcher):
+        controller = lease.allotted()
+        controller._accepted, controller._rejected = controller._copied = [900.0, 100.0]
+        controller._fresh = False
+    switcher.controller.copied = True  # (its last round's proposal)
+    for k, seconds in ((2, 0.0102), (4, 0.0104), (8, 0.0108)):  # nearly flat: rows are cheap
+        scheduler.target_times.observe(k, seconds)
+    scheduler.draft_times.observe(1, 0.01)
+    other.controller.choose(remaining=60)
+    assert scheduler.allotment(10)[switcher.id] >= 4  # (priced as the copy it was)
+    assert switcher.controller.choose(copied=False, remaining=60) == 0
+    assert switcher.controller.choose(copied=True, remaining=60) >= 4
 
 
 def test_a_request_starts_from_what_the_last_one_measured():

@@ -332,9 +332,14 @@ class Scheduler:
         request's latest measurements, and the others take their part of it. One decision for the pass, rather than
         one per request on measurements updated at different moments (which could have one request draft alone,
         paying a draft pass for its own rows, because it judged the others would draft too). A request's first
-        choice decides again, on its own state: until then its draft's backlog (its whole prompt) is unknown."""
-        when = (self._target_passes, tuple((lease.id, lease.controller is None or lease.controller._fresh)
-                                           for lease in self.leased), max_gamma)  # (a first choice: its own state)
+        choice decides again, on its own state: until then its draft's backlog (its whole prompt) is unknown. So
+        does a choice whose proposal is a copy where the allotment priced the draft model's guess, or the reverse: a
+        request of prompt lookup behind a draft model (`HybridDraft`) copies in one round and guesses in the next,
+        and rows priced as a copy's (no draft pass) would have its model draft alone, first catching up on all it
+        skipped."""
+        when = (self._target_passes, tuple((lease.id, lease.controller is None or lease.controller._fresh,
+                                            lease.controller is not None and lease.controller.copied)
+                                           for lease in self.leased), max_gamma)  # (a choice's own state)
         if self._allotment is None or self._allotment[0] != when:
             self._allotment = (when, self.allot(max_gamma))
         return self._allotment[1]
