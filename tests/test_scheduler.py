@@ -416,6 +416,27 @@ def test_each_pass_is_charged_the_time_the_requests_take_between_passes():
     assert scheduler.allot(1) == {leases[0].id: 1, leases[1].id: 1}
 
 
+def test_an_idle_spell_is_no_time_between_passes():
+    """Two requests arriving a second after the last pass ended: their first pass ends an idle spell, which is not
+    counted as time the requests take between passes; the gaps between their later passes are."""
+    target, _ = prefix_pair()
+    scheduler = Scheduler(target, None, sequences=4)
+    leases = [acquired(scheduler), acquired(scheduler)]
+    scheduler._last_end = time.perf_counter() - 1.0  # (a pass ended a second ago; nothing since)
+
+    def rounds(lease) -> None:
+        for _ in range(4):
+            with scheduler.inside():
+                lease.target.extend(torch.tensor([1]))
+
+    threads_ = [threading.Thread(target=rounds, args=(lease,)) for lease in leases]
+    for thread in threads_:
+        thread.start()
+    for thread in threads_:
+        thread.join(10)
+    assert scheduler.gaps[True] and max(scheduler.gaps[True]) < 0.5
+
+
 def test_requests_between_two_target_passes_take_their_parts_of_one_allotment():
     """The first request to choose its round after a target pass decides every request's rows, on what each has
     measured; the others take their part of that allotment, however their measurements moved since, until the next

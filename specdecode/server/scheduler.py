@@ -280,8 +280,8 @@ class Scheduler:
         self._cond.release()
         try:
             start = time.perf_counter()
-            if self._last_end is not None and len(items) > 1:
-                self.gaps[model is self.target].append(start - self._last_end)
+            if self._last_end is not None and len(items) > 1 and all(i.lease.last_pass for i in items):
+                self.gaps[model is self.target].append(start - self._last_end)  # (not an idle spell's end)
             try:
                 results = on_engine(model.extend_batch, [(i.sequence, i.tokens, i.keep) for i in items],
                                     [i.prompt for i in items])
@@ -323,7 +323,9 @@ class Scheduler:
 
     def overhead(self, target: bool) -> float:
         """Seconds a batched pass of the target (or of the draft) costs beyond its own time: the median gap before
-        one, measured (0 until measured)."""
+        one, measured (0 until measured) where each of its requests had a target pass before. A new request's
+        first pass may end an idle spell, which is no time the requests take between passes (while fewer than
+        three gaps were measured, such a spell could be their median)."""
         gaps = sorted(self.gaps[target])
         return gaps[len(gaps) // 2] if gaps else 0.0
 
