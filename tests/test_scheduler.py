@@ -384,6 +384,22 @@ def cheap_rows(scheduler: Scheduler) -> None:
     scheduler.draft_times.observe(2, 0.002)
 
 
+def plain_rounds(scheduler: Scheduler, leases: list, between: float = 0.0, rounds: int = 4) -> None:
+    """Each lease's thread runs `rounds` one-token target passes, taking `between` seconds before each."""
+
+    def run(lease) -> None:
+        for _ in range(rounds):
+            with scheduler.inside():
+                time.sleep(between)
+                lease.target.extend(torch.tensor([1]))
+
+    threads_ = [threading.Thread(target=run, args=(lease,)) for lease in leases]
+    for thread in threads_:
+        thread.start()
+    for thread in threads_:
+        thread.join(10)
+
+
 def test_each_pass_is_charged_the_time_the_requests_take_between_passes():
     """Two requests (alpha 0.9, one guess at most): drafting pays, narrowly (3.8 tokens for a 35 ms target pass and
     a 2 ms draft pass, against 2 for 20 ms). Where the requests' threads take 20 ms between passes (the rule,
@@ -393,18 +409,7 @@ def test_each_pass_is_charged_the_time_the_requests_take_between_passes():
     target, draft_model = prefix_pair()
     scheduler = Scheduler(target, ModelDraft(draft_model), sequences=4)
     leases = [acquired(scheduler), acquired(scheduler)]
-
-    def rounds(lease) -> None:
-        for _ in range(4):
-            with scheduler.inside():
-                time.sleep(0.02)
-                lease.target.extend(torch.tensor([1]))
-
-    threads_ = [threading.Thread(target=rounds, args=(lease,)) for lease in leases]
-    for thread in threads_:
-        thread.start()
-    for thread in threads_:
-        thread.join(10)
+    plain_rounds(scheduler, leases, between=0.02)
     assert 0.015 < scheduler.overhead(True) < 0.2 and scheduler.overhead(False) == 0.0
     scheduler.gaps[False].extend(scheduler.gaps[True])  # (the draft's passes alike)
     for lease in leases:
@@ -423,17 +428,7 @@ def test_an_idle_spell_is_no_time_between_passes():
     scheduler = Scheduler(target, None, sequences=4)
     leases = [acquired(scheduler), acquired(scheduler)]
     scheduler._last_end = time.perf_counter() - 1.0  # (a pass ended a second ago; nothing since)
-
-    def rounds(lease) -> None:
-        for _ in range(4):
-            with scheduler.inside():
-                lease.target.extend(torch.tensor([1]))
-
-    threads_ = [threading.Thread(target=rounds, args=(lease,)) for lease in leases]
-    for thread in threads_:
-        thread.start()
-    for thread in threads_:
-        thread.join(10)
+    plain_rounds(scheduler, leases)
     assert scheduler.gaps[True] and max(scheduler.gaps[True]) < 0.5
 
 
