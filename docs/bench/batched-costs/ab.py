@@ -18,13 +18,14 @@ import threading
 import time
 from collections import defaultdict
 
-import anyio
+from pathlib import Path
 
 from specdecode.bench.clients import bench_prompts, percentile
 from specdecode.server import scheduler as sch
-from specdecode.server.schemas import ChatRequest
-from specdecode.server.service import _DONE, Service
-from specdecode.server.threads import serial
+from specdecode.server.service import Service
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # (docs/bench: in_process.py)
+from in_process import one as served  # noqa: E402
 
 REPS = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 service = Service("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "auto", "auto", "auto", 4096, 512, sequences=4)
@@ -63,25 +64,7 @@ sch.Scheduler._run_pass = traced
 
 
 def one(prompt: str, answers: list) -> None:
-    request = ChatRequest(model="default", messages=[{"role": "user", "content": prompt}], max_tokens=64,
-                          temperature=0, seed=1234)
-    job = service.job(loaded, service.encode(loaded, messages=[{"role": "user", "content": prompt}]), request)
-    anyio.run(scheduler.acquire, job.lease, None, None)
-    steps, ends = iter(job.generation), []
-    serial()
-    try:
-        while True:
-            with scheduler.inside():
-                step = next(steps, _DONE)
-            if step is _DONE:
-                break
-            if step.emitted:
-                ends.append((time.perf_counter(), len(step.emitted)))
-    finally:
-        scheduler.release(job.lease)
-    tokens = sum(n for _, n in ends)
-    per = (ends[-1][0] - ends[0][0]) / (tokens - ends[0][1]) if tokens > ends[0][1] else None
-    answers.append((tokens, per, job.generation.text()))
+    answers.append(served(service, loaded, prompt)[:3])
 
 
 def load(clients: int) -> tuple[float, float, float, set[str]]:

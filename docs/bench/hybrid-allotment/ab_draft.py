@@ -9,11 +9,11 @@ Prints each load's tokens/s, per-token p95 (a request's time from its first toke
 the first, weighted by tokens) and tokens per round that emitted some, then the medians per draft."""
 import statistics, sys, threading, time
 from collections import defaultdict
-import anyio
+from pathlib import Path
 from specdecode.bench.clients import bench_prompts, percentile
-from specdecode.server.schemas import ChatRequest
-from specdecode.server.service import _DONE, Service
-from specdecode.server.threads import serial
+from specdecode.server.service import Service
+sys.path.insert(0, str(Path("docs/bench").resolve()))  # (in_process.py; this file is also run by exec from others)
+from in_process import one as served
 
 REPS = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 DRAFTS = sys.argv[2].split(",") if len(sys.argv) > 2 else ["qwen2.5-coder-0.5b", "lookup+qwen2.5-coder-0.5b"]
@@ -22,30 +22,9 @@ for d in DRAFTS:
     s = Service("qwen2.5-coder-1.5b", d, "auto", "auto", "auto", 4096, 512, sequences=4)
     services[d] = (s, s.load())
 prompts = [p.prompt for p in bench_prompts("qwen2.5-coder-1.5b", 2)]
-calls = defaultdict(list)
 
 def one(d, prompt, answers):
-    service, loaded = services[d]
-    scheduler = service.scheduler
-    request = ChatRequest(model="default", messages=[{"role": "user", "content": prompt}], max_tokens=64,
-                          temperature=0, seed=1234)
-    job = service.job(loaded, service.encode(loaded, messages=[{"role": "user", "content": prompt}]), request)
-    anyio.run(scheduler.acquire, job.lease, None, None)
-    steps, ends = iter(job.generation), []
-    serial()
-    try:
-        while True:
-            with scheduler.inside():
-                step = next(steps, _DONE)
-            if step is _DONE:
-                break
-            if step.emitted:
-                ends.append((time.perf_counter(), len(step.emitted)))
-    finally:
-        scheduler.release(job.lease)
-    tokens = sum(n for _, n in ends)
-    per = (ends[-1][0] - ends[0][0]) / (tokens - ends[0][1]) if tokens > ends[0][1] else None
-    answers.append((tokens, per, job.generation.text(), len(ends)))
+    answers.append(served(*services[d], prompt))
 
 def load(d, clients):
     answers = []
