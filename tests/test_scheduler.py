@@ -278,8 +278,7 @@ def test_rows_go_to_the_requests_whose_drafts_are_accepted():
     for lease, alpha in ((sure, 0.95), (unsure, 0.3)):
         controller = lease.allotted()
         controller._accepted, controller._rejected = 1000 * alpha, 1000 * (1 - alpha)
-    for k, seconds in ((2, 0.0102), (4, 0.0104), (8, 0.0108)):  # nearly flat: rows are cheap
-        scheduler.target_times.observe(k, seconds)
+    flat_rows(scheduler, 0.010)  # nearly flat: rows are cheap
     scheduler.draft_times.observe(1, 0.001)
     cheap = scheduler.allot(10)
     assert cheap[sure.id] > cheap[unsure.id] >= 0 and cheap[sure.id] >= 4
@@ -299,8 +298,7 @@ def test_rows_of_a_copy_cost_no_draft_pass():
         controller = lease.allotted()
         controller._accepted, controller._rejected = controller._copied = [900.0, 100.0]
     copy_.controller.copied = True
-    for k, seconds in ((2, 0.0102), (4, 0.0104), (8, 0.0108)):  # nearly flat: rows are cheap
-        scheduler.target_times.observe(k, seconds)
+    flat_rows(scheduler, 0.010)  # nearly flat: rows are cheap
     scheduler.draft_times.observe(1, 0.01)
     allotted = scheduler.allot(10)
     assert allotted[guess.id] == 0 and allotted[copy_.id] >= 4
@@ -344,8 +342,7 @@ def test_a_draft_that_is_behind_gets_rows_only_where_its_catch_up_pays_over_the_
             controller._accepted, controller._rejected = 900.0, 100.0
             controller.remaining = remaining
         cold.controller.behind = 300
-        for k, seconds in ((2, 0.0202), (4, 0.0204), (8, 0.0208)):  # nearly flat: target rows are cheap
-            scheduler.target_times.observe(k, seconds)
+        flat_rows(scheduler, 0.020)  # nearly flat: target rows are cheap
         for rows in (1, 2, 4):
             scheduler.draft_times.observe(rows, 0.004 + 0.001 * (rows - 1))
         gamma = scheduler.allot(10)
@@ -374,6 +371,12 @@ def test_a_first_draft_pass_also_feeds_the_last_rounds_last_draft():
             scheduler.draft_times.observe(rows, 0.002 + per_row * (rows - 1))
         allotted[per_row] = sorted(scheduler.allot(1).values())
     assert allotted[0.010] == [0, 0] and allotted[0.0001] == [1, 1]
+
+
+def flat_rows(scheduler: Scheduler, base: float) -> None:
+    """Batched target passes of 2, 4 and 8 rows timed at base + 0.1 ms a row, as if measured."""
+    for k in (2, 4, 8):
+        scheduler.target_times.observe(k, base + 0.0001 * k)
 
 
 def cheap_rows(scheduler: Scheduler) -> None:
@@ -501,8 +504,7 @@ def test_a_catch_up_is_priced_as_catch_ups_were_measured_to_cost():
             controller._accepted, controller._rejected = 900.0, 100.0
             controller.remaining = 60
         cold.controller.behind = 40
-        for k, seconds in ((2, 0.0202), (4, 0.0204), (8, 0.0208)):  # nearly flat: target rows are cheap
-            scheduler.target_times.observe(k, seconds)
+        flat_rows(scheduler, 0.020)  # nearly flat: target rows are cheap
         for rows in (1, 2, 4):
             scheduler.draft_times.observe(rows, 0.004 + 0.001 * (rows - 1))
         for rows in (40, 80) if per_row else ():
@@ -522,8 +524,7 @@ def test_a_request_decides_the_allotment_again_at_its_first_choice():
     for lease in (old, new):
         controller = lease.allotted()
         controller._accepted, controller._rejected = 900.0, 100.0
-    for k, seconds in ((2, 0.0202), (4, 0.0204), (8, 0.0208)):  # nearly flat: target rows are cheap
-        scheduler.target_times.observe(k, seconds)
+    flat_rows(scheduler, 0.020)  # nearly flat: target rows are cheap
     for rows in (1, 2, 4):
         scheduler.draft_times.observe(rows, 0.004 + 0.001 * (rows - 1))
     assert old.controller.choose(remaining=60) > 0 and scheduler.allotment(10)[new.id] > 0  # (new: backlog unknown)
@@ -545,8 +546,7 @@ def test_a_request_whose_proposal_stops_being_a_copy_decides_the_allotment_again
         controller._accepted, controller._rejected = controller._copied = [900.0, 100.0]
         controller._fresh = False
     switcher.controller.copied = True  # (its last round's proposal)
-    for k, seconds in ((2, 0.0102), (4, 0.0104), (8, 0.0108)):  # nearly flat: rows are cheap
-        scheduler.target_times.observe(k, seconds)
+    flat_rows(scheduler, 0.010)  # nearly flat: rows are cheap
     scheduler.draft_times.observe(1, 0.01)
     other.controller.choose(remaining=60)
     assert scheduler.allotment(10)[switcher.id] >= 4  # (priced as the copy it was)
