@@ -41,18 +41,19 @@ def load(d, clients):
     return (tokens / seconds, percentile([p for _, p in timed], 95, [t for t, _ in timed]),
             sorted(x for _, _, x, _ in answers), tokens / sum(r for *_, r in answers))
 
-for d in DRAFTS:
-    one(d, prompts[0], []); one(d, prompts[5], [])
-res = defaultdict(list); texts = {}
-for rep in range(REPS):
-    order = [(d, c) for d in DRAFTS for c in (4, 1)]
-    for d, c in (order if rep % 2 == 0 else order[::-1]):
-        rate, p95, ans, per_round = load(d, c)
-        texts.setdefault((d, c), ans)
-        res[(d, c)].append((rate, p95))
-        print(f"{d:28s} {c} clients {rate:5.1f} tok/s, p95 {p95 * 1e3:5.1f} ms, tokens per emitting round {per_round:.2f}", flush=True)
-for d in DRAFTS:
-    r4 = statistics.median(r for r, _ in res[(d, 4)]); r1 = statistics.median(r for r, _ in res[(d, 1)])
-    p4 = statistics.median(p for _, p in res[(d, 4)]); p1 = statistics.median(p for _, p in res[(d, 1)])
-    print(f"{d:28s} median 4: {r4:.1f} tok/s, 1: {r1:.1f} -> {r4 / r1:.2f}x; p95 {p4*1e3:.1f} / {p1*1e3:.1f} = {p4 / p1:.2f}x; "
-          f"4 = 1 texts: {texts[(d, 4)] == texts[(d, 1)]}")
+if __name__ == "__main__":  # (the other scripts here take the set-up above: runpy.run_path)
+    for d in DRAFTS:
+        one(d, prompts[0], []); one(d, prompts[5], [])
+    res = defaultdict(list); texts = {}
+    for rep in range(REPS):
+        order = [(d, c) for d in DRAFTS for c in (4, 1)]
+        for d, c in (order if rep % 2 == 0 else order[::-1]):
+            rate, p95, ans, per_round = load(d, c)
+            texts.setdefault((d, c), ans)
+            res[(d, c)].append((rate, p95))
+            print(f"{d:28s} {c} clients {rate:5.1f} tok/s, p95 {p95 * 1e3:5.1f} ms, tokens per emitting round {per_round:.2f}", flush=True)
+    for d in DRAFTS:
+        r4 = statistics.median(r for r, _ in res[(d, 4)]); r1 = statistics.median(r for r, _ in res[(d, 1)])
+        p4 = statistics.median(p for _, p in res[(d, 4)]); p1 = statistics.median(p for _, p in res[(d, 1)])
+        print(f"{d:28s} median 4: {r4:.1f} tok/s, 1: {r1:.1f} -> {r4 / r1:.2f}x; p95 {p4*1e3:.1f} / {p1*1e3:.1f} = {p4 / p1:.2f}x; "
+              f"4 = 1 texts: {texts[(d, 4)] == texts[(d, 1)]}")

@@ -4,9 +4,9 @@ root:
 
     .venv/bin/python docs/bench/hybrid-allotment/alone.py [DRAFT]
 """
-import sys, time, statistics
+import runpy, sys, time, statistics
 sys.argv = [sys.argv[0], "1", sys.argv[1] if len(sys.argv) > 1 else "lookup+qwen2.5-coder-0.5b"]
-exec(open("docs/bench/hybrid-allotment/ab_draft.py").read().split("for d in DRAFTS:\n    one(d, prompts[0]")[0])
+globals().update(runpy.run_path("docs/bench/hybrid-allotment/ab_draft.py", run_name="ab_draft"))
 from specdecode.bench.clients import InProcess, bench_prompts
 d = sys.argv[2]
 lib = InProcess("qwen2.5-coder-1.5b", d, 2)

@@ -4,7 +4,7 @@ sequences, how many rows). From the repository root:
 
     .venv/bin/python docs/bench/hybrid-allotment/passes.py [DRAFT]
 """
-import sys, time, threading
+import runpy, sys, time, threading
 from collections import Counter, defaultdict
 sys.argv = [sys.argv[0], "1", sys.argv[1] if len(sys.argv) > 1 else "lookup+qwen2.5-coder-0.5b"]
 import specdecode.server.scheduler as sch
@@ -17,7 +17,7 @@ def traced(self):
     start = time.perf_counter(); run_pass(self)
     passes.append(("T" if model is self.target else "D", rows, prompt, time.perf_counter() - start))
 sch.Scheduler._run_pass = traced
-exec(open("docs/bench/hybrid-allotment/ab_draft.py").read().split("for d in DRAFTS:\n    one(d, prompts[0]")[0])
+globals().update(runpy.run_path("docs/bench/hybrid-allotment/ab_draft.py", run_name="ab_draft"))
 d = sys.argv[2]
 one(d, prompts[0], []); one(d, prompts[5], [])
 passes.clear()

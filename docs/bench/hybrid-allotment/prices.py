@@ -6,6 +6,7 @@ root:
     .venv/bin/python docs/bench/hybrid-allotment/prices.py
 """
 import statistics
+import runpy
 import sys
 import time
 from collections import defaultdict
@@ -45,7 +46,7 @@ def updated(self, drafted, accepted, *args, **kwargs):
 
 
 sch.Scheduler._run_pass, sch.Allotted.choose, sch.Allotted.update = traced, chosen, updated
-exec(open("docs/bench/hybrid-allotment/ab_draft.py").read().split("for d in DRAFTS:\n    one(d, prompts[0]")[0])
+globals().update(runpy.run_path("docs/bench/hybrid-allotment/ab_draft.py", run_name="ab_draft"))
 draft = sys.argv[2]
 one(draft, prompts[0], [])
 one(draft, prompts[5], [])
