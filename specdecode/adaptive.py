@@ -41,14 +41,19 @@ from .analysis import expected_tokens
 from .models.base import VERIFY_SLOPE, CausalLM
 
 
+def catch_up_cost(draft_time: Callable[[int], float], behind: int) -> float:
+    """Seconds of a draft's catch-up: feeding the `behind` tokens it missed costs T_d(1 + behind) - T_d(1) beyond the
+    pass it makes anyway. The server's allotment charges it whole to the round that pays it (`Scheduler.allot`)."""
+    return draft_time(1 + behind) - draft_time(1) if behind else 0.0
+
+
 def catch_up_owed(draft_time: Callable[[int], float], behind: int, remaining: int | None) -> float:
-    """Seconds of a draft's catch-up charged to each token a drafting round expects: feeding the `behind` tokens it
-    missed costs T_d(1 + behind) - T_d(1) beyond the pass it makes anyway, paid once and spread over the `remaining`
-    tokens the request may still write (None: no end in sight, so nothing is charged). The lone request's
-    controller (`AdaptiveGamma.choose`) and the server's allotment (`Scheduler.allot`) both price it so."""
-    if not behind or not remaining:
+    """Seconds of a draft's catch-up (`catch_up_cost`) charged to each token a drafting round expects: paid once and
+    spread over the `remaining` tokens the request may still write (None: no end in sight, so nothing is charged), as
+    the lone request's controller (`AdaptiveGamma.choose`) prices it."""
+    if not remaining:
         return 0.0
-    return (draft_time(1 + behind) - draft_time(1)) / remaining
+    return catch_up_cost(draft_time, behind) / remaining
 
 
 class PassTimes:

@@ -15,25 +15,28 @@ the one whose cells hold the longest start of its prompt, so a chat's next turn 
 (`CausalLM.cached`) however many other users came between; else the one given back last (requests one at a time
 keep to one sequence).
 
-Rows go where expected tokens are highest (`Scheduler.allot`, for requests whose gamma is "auto" and unseeded;
-once between two target passes, for all of them: `allotment`): each request's next token first, then the draft
-positions that raise the round's expected tokens per second most (a request's j-th draft is kept with probability
-alpha^j, its measured acceptance): rows for one request, or a row or more for each of the requests drafting longest
-(which share the draft passes their rows need), until none do. A round costs the target pass of all its rows,
-T(rows) (measured, a line: `adaptive.PassTimes`), plus the draft's passes: its j-th pass carries a row for each
-request drafting j or more tokens with the model, the first also the last round's last draft of each whose last
-round kept every draft (probability alpha^gamma), and costs T_d(those rows) (measured likewise; until it is, as a
-lone request measured it; a proposal copied from the context, prompt lookup's, runs none: its rows cost only their
-share of the target pass). Each pass also costs the time between it and the pass before, while the requests'
-threads take its results and make the next rows (the rule, a draft's sampling, streaming): measured, the median
-gap before a pass of each model (`Scheduler.overhead`), so drafting, which adds passes, is charged for them. A
-draft that is behind (its deferred prompt prefill, or text written without it: `Draft.behind`) first catches up,
-T_c(1 + behind) - T_c(1) (T_c measured on the draft passes that catch up, whose rows cost more than a step's: a
-prompt's go through its prompt path; until measured, T_d), paid once and so spread over the rounds its request has
-left: a request beside others does not start drafting for a round or two (as when one of four ends and the next has
-yet to come) at the price of a whole prefill. A request served alone chooses as it would alone (its
-`AdaptiveGamma`). Seeded requests keep their own timing-free schedule, so a seed reproduces the text whoever else is
-served (`engine.timing_free`: except greedy ones on a batch-invariant target, whose text no schedule changes).
+Rows go where expected tokens are highest (`Scheduler.allot`, for requests whose gamma is "auto" and unseeded; once
+between two target passes, for all of them: `allotment`): each request's next token first, then the draft positions that
+raise the round's expected tokens per second most (a request's j-th draft is kept with probability alpha^j, its measured
+acceptance): rows for one request, or a row or more for each of the requests drafting longest (which share the draft
+passes their rows need), until none do. A round costs the target pass of all its rows, T(rows) (measured, a line:
+`adaptive.PassTimes`), plus the draft's passes: its j-th pass carries a row for each request drafting j or more tokens
+with the model, the first also the last round's last draft of each whose last round kept every draft (probability
+alpha^gamma), and costs T_d(those rows) (measured likewise; until it is, as a lone request measured it; a proposal
+copied from the context, prompt lookup's, runs none: its rows cost only their share of the target pass). Each pass also
+costs the time between it and the pass before, while the requests' threads take its results and make the next rows (the
+rule, a draft's sampling, streaming): measured, the median gap before a pass of each model (`Scheduler.overhead`), so
+drafting, which adds passes, is charged for them. A draft that is behind (its deferred prompt prefill, or text written
+without it: `Draft.behind`) first catches up, T_c(1 + behind) - T_c(1) (T_c measured on the draft passes that catch up,
+whose rows cost more than a step's: a prompt's go through its prompt path; until measured, T_d), charged whole to the
+round that pays it. (Alone, a request spreads it over the tokens it has left: `catch_up_owed`. Beside others the
+allotment decides again every round, and copies and the others' rows cut drafting spells short, so the spell a catch-up
+starts cannot be counted on to pay it back: spread, nearly every request of two paid its draft's whole prompt prefill
+for model rounds that gained nothing, docs/bench/fair-allotment.) So a request whose draft has yet to read its prompt
+drafts with the model beside others only in a round worth that prefill; else it copies or decodes plainly. A request
+served alone chooses as it would alone (its `AdaptiveGamma`). Seeded requests keep their own timing-free schedule, so a
+seed reproduces the text whoever else is served (`engine.timing_free`: except greedy ones on a batch-invariant target,
+whose text no schedule changes).
 
 Where the models keep one cache each (llama.cpp, transformers), or the draft cannot be forked (a feature draft),
 there is one sequence: requests run one at a time on the models themselves, in arrival order.
@@ -53,8 +56,7 @@ from dataclasses import dataclass, field
 import anyio
 import torch
 
-from ..adaptive import AdaptiveGamma, PassTimes, catch_up_owed
-from ..analysis import expected_tokens
+from ..adaptive import AdaptiveGamma, PassTimes, catch_up_cost
 from ..drafts.base import Draft
 from ..models.base import CausalLM
 from .threads import on_engine
@@ -363,22 +365,22 @@ class Scheduler:
         timed = self.target_times.measured and draft_times.measured
         target_gap, gap = self.overhead(True), self.overhead(False)  # (each pass's share of the time between them)
         catching_up = self.catch_ups if self.catch_ups.measured else draft_times  # (a prefill's rows cost more)
-        owed = {lease.id: catch_up_owed(catching_up, lease.controller.behind, lease.controller.remaining)
+        owed = {lease.id: catch_up_cost(catching_up, lease.controller.behind)
                 for lease in leases if lease.controller is not None} if timed else {}
 
         def rate(rows: int, expected: float, guesses: dict[int, int]) -> float:
             """guesses: {lease id: gamma} drafted by the model; its j-th pass carries a row of each gamma >= j, the
             first also, with probability alpha^gamma, the last round's last draft (fed once that round kept every
             draft: as `AdaptiveGamma.drafting_time` prices it alone). A draft further behind first feeds what it
-            missed: that catch-up, paid once, is charged per token the request's round expects (`catch_up_owed`)."""
+            missed: that catch-up is charged whole to this round (`catch_up_cost`)."""
             if not timed:
                 return expected / t(rows)
             drafting, drafted, deepest = 0.0, 0, max(guesses.values(), default=0)
             ending = [0] * (deepest + 1)  # ending[j]: requests guessing exactly j
             for i, g in guesses.items():
                 ending[g] += 1
-                if g:  # (the catch-up owed: `catch_up_owed`)
-                    drafting += owed[i] * expected_tokens(alphas[i], g)
+                if g:  # (its catch-up, whole)
+                    drafting += owed[i]
             for j in range(deepest, 0, -1):  # the j-th pass: a row of each request guessing j or more
                 drafted += ending[j]
                 lagging = sum(alphas[i] ** g for i, g in guesses.items() if g) if j == 1 else 0.0
