@@ -3,7 +3,9 @@ process, alternating (docs/bench/batched-costs/README.md). The 12 prompts of `be
 tokens each, seed 1234, through the Scheduler as the server runs it (`Service`, no HTTP); then the same prompts one
 at a time. From the repository root:
 
-    .venv/bin/python docs/bench/batched-costs/ab.py [REPS] [OLD_COMMIT]
+    .venv/bin/python docs/bench/batched-costs/ab.py [REPS] [OLD_COMMIT] [DRAFT]
+
+DRAFT: the draft's name (qwen2.5-coder-0.5b unless given; the server's default is lookup+qwen2.5-coder-0.5b).
 
 Prints each load's tokens/s and per-token p50 / p95 (a request's time from its first token to its last over the
 tokens after the first, weighted by tokens), then the medians, and per kind of round (rows per request in a target
@@ -28,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # (docs/bench: in_
 from in_process import one as served  # noqa: E402
 
 REPS = int(sys.argv[1]) if len(sys.argv) > 1 else 2
-service = Service("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "auto", "auto", "auto", 4096, 512, sequences=4)
+DRAFT = sys.argv[3] if len(sys.argv) > 3 else "qwen2.5-coder-0.5b"
+service = Service("qwen2.5-coder-1.5b", DRAFT, "auto", "auto", "auto", 4096, 512, sequences=4)
 loaded = service.load()
 scheduler = service.scheduler
 prompts = [p.prompt for p in bench_prompts("qwen2.5-coder-1.5b", 2)]
@@ -36,7 +39,7 @@ prompts = [p.prompt for p in bench_prompts("qwen2.5-coder-1.5b", 2)]
 variant = [None]
 variants = {"allotment": sch.Scheduler.allot,
             "plain": lambda self, max_gamma: {lease.id: 0 for lease in self.leased if lease.controller is not None}}
-if len(sys.argv) > 2:  # an older commit's allotment, run on this commit's scheduler
+if len(sys.argv) > 2 and sys.argv[2] != "-":  # an older commit's allotment, run on this commit's scheduler
     source = subprocess.run(["git", "show", f"{sys.argv[2]}:specdecode/server/scheduler.py"], check=True,
                             capture_output=True, text=True).stdout
     source = source.replace("from ..", "from specdecode.").replace("from .threads", "from specdecode.server.threads")
