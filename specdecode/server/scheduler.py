@@ -15,28 +15,14 @@ the one whose cells hold the longest start of its prompt, so a chat's next turn 
 (`CausalLM.cached`) however many other users came between; else the one given back last (requests one at a time
 keep to one sequence).
 
-Rows go where expected tokens are highest (`Scheduler.allot`, for requests whose gamma is "auto" and unseeded; once
-between two target passes, for all of them: `allotment`): each request's next token first, then the draft positions that
-raise the round's expected tokens per second most (a request's j-th draft is kept with probability alpha^j, its measured
-acceptance): rows for one request, or a row or more for each of the requests drafting longest (which share the draft
-passes their rows need), until none do. A round costs the target pass of all its rows, T(rows) (measured, a line:
-`adaptive.PassTimes`), plus the draft's passes: its j-th pass carries a row for each request drafting j or more tokens
-with the model, the first also the last round's last draft of each whose last round kept every draft (probability
-alpha^gamma), and costs T_d(those rows) (measured likewise; until it is, as a lone request measured it; a proposal
-copied from the context, prompt lookup's, runs none: its rows cost only their share of the target pass). Each pass also
-costs the time between it and the pass before, while the requests' threads take its results and make the next rows (the
-rule, a draft's sampling, streaming): measured, the median gap before a pass of each model (`Scheduler.overhead`), so
-drafting, which adds passes, is charged for them. A draft that is behind (its deferred prompt prefill, or text written
-without it: `Draft.behind`) first catches up, T_c(1 + behind) - T_c(1) (T_c measured on the draft passes that catch up,
-whose rows cost more than a step's: a prompt's go through its prompt path; until measured, T_d), charged whole to the
-round that pays it. (Alone, a request spreads it over the tokens it has left: `catch_up_owed`. Beside others the
-allotment decides again every round, and copies and the others' rows cut drafting spells short, so the spell a catch-up
-starts cannot be counted on to pay it back: spread, nearly every request of two paid its draft's whole prompt prefill
-for model rounds that gained nothing, docs/bench/fair-allotment.) So a request whose draft has yet to read its prompt
-drafts with the model beside others only in a round worth that prefill; else it copies or decodes plainly. A request
-served alone chooses as it would alone (its `AdaptiveGamma`). Seeded requests keep their own timing-free schedule, so a
-seed reproduces the text whoever else is served (`engine.timing_free`: except greedy ones on a batch-invariant target,
-whose text no schedule changes).
+Rows go where expected tokens are highest (`allot`: its pricing, for requests whose gamma is "auto" and unseeded; once
+between two target passes, for all of them: `Scheduler.allotment`), on costs measured here: T(rows) of the target's
+batched passes and T_d(rows) of the draft's (lines: `adaptive.PassTimes`; until the draft's are, as a lone request
+measured them), the median gap before a pass of each model (`Scheduler.overhead`), and a draft's catch-up, T_c(1 +
+behind) - T_c(1) (T_c measured on the draft passes that catch up, whose rows cost more than a step's: a prompt's go
+through its prompt path; until measured, T_d). A request served alone chooses as it would alone (its `AdaptiveGamma`).
+Seeded requests keep their own timing-free schedule, so a seed reproduces the text whoever else is served
+(`engine.timing_free`: except greedy ones on a batch-invariant target, whose text no schedule changes).
 
 Where the models keep one cache each (llama.cpp, transformers), or the draft cannot be forked (a feature draft),
 there is one sequence: requests run one at a time on the models themselves, in arrival order.
@@ -59,13 +45,13 @@ import torch
 from ..adaptive import AdaptiveGamma, PassTimes, catch_up_cost
 from ..drafts.base import Draft
 from ..models.base import CausalLM
+from .allot import Prices, Request, allot
 from .threads import on_engine
 
 POLL_SECONDS = 0.005  # how often a request waiting its turn looks for it (every 20th time, for its client)
 GRACE_SECONDS = 0.005  # how long a pass waits for a request that holds a lease but is between two rounds
 PASS_LOG = 64  # target passes kept for the page's live view
 GAP_LOG = 64  # gaps before passes kept, of each model, for their median (`Scheduler.overhead`)
-JUMP_ROWS = 4  # the most rows per request one step of the allotment's search adds (`Scheduler.allot`)
 PREFILL_CHUNK = 32  # rows of a prompt per pass while others are served (`Scheduled.prefill`; a prompt path's own)
 STEP_ROWS = 4  # a draft pass feeding more rows of a sequence is catching up (a prefill): not timed for T_d
 RETIME_MOST = 64  # the most requests in a row that start from draft costs they did not measure (`Scheduler._learn`)
@@ -349,69 +335,23 @@ class Scheduler:
         return self._allotment[1]
 
     def allot(self, max_gamma: int) -> dict[int, int]:
-        """gamma for each leased request with an `Allotted` controller, {lease id: gamma}: the row budget spent where
-        the expected tokens per second of the round are highest (see the module docstring). Requests with their own
-        schedule count as one row each."""
-        leases = list(self.leased)
-        alphas = {lease.id: lease.controller.acceptance(lease.controller.copied) for lease in leases
-                  if lease.controller is not None}
-        copies = {lease.id for lease in leases if lease.controller is not None and lease.controller.copied}
-        gamma = dict.fromkeys(alphas, 0)
-        rows, expected = len(leases), float(len(leases))
-        t = self.target_times if self.target_times.measured else (lambda k: 1.0 + self.target.verify_slope * (k - 1))
+        """gamma for each leased request with an `Allotted` controller, {lease id: gamma}: `allot` on every request's
+        latest measurements and this scheduler's costs (see the module docstring)."""
+        target = self.target_times if self.target_times.measured else \
+            (lambda k: 1.0 + self.target.verify_slope * (k - 1))  # (untimed: in units of one pass)
         draft_times = self.draft_times  # (one object throughout: a retimed request may put a fresh one in its place)
         if not draft_times.measured and self.learned is not None and self.learned.draft_times.measured:
             draft_times = self.learned.draft_times  # until batched draft passes are timed (again): a lone request's
         timed = self.target_times.measured and draft_times.measured
-        target_gap, gap = self.overhead(True), self.overhead(False)  # (each pass's share of the time between them)
         catching_up = self.catch_ups if self.catch_ups.measured else draft_times  # (a prefill's rows cost more)
-        owed = {lease.id: catch_up_cost(catching_up, lease.controller.behind)
-                for lease in leases if lease.controller is not None} if timed else {}
-
-        def rate(rows: int, expected: float, guesses: dict[int, int]) -> float:
-            """guesses: {lease id: gamma} drafted by the model; its j-th pass carries a row of each gamma >= j, the
-            first also, with probability alpha^gamma, the last round's last draft (fed once that round kept every
-            draft: as `AdaptiveGamma.drafting_time` prices it alone). A draft further behind first feeds what it
-            missed: that catch-up is charged whole to this round (`catch_up_cost`)."""
-            if not timed:
-                return expected / t(rows)
-            drafting, drafted, deepest = 0.0, 0, max(guesses.values(), default=0)
-            ending = [0] * (deepest + 1)  # ending[j]: requests guessing exactly j
-            for i, g in guesses.items():
-                ending[g] += 1
-                if g:  # (its catch-up, whole)
-                    drafting += owed[i]
-            for j in range(deepest, 0, -1):  # the j-th pass: a row of each request guessing j or more
-                drafted += ending[j]
-                lagging = sum(alphas[i] ** g for i, g in guesses.items() if g) if j == 1 else 0.0
-                drafting += draft_times(drafted + lagging) + gap
-            return expected / (t(rows) + target_gap + drafting)
-
-        while True:  # add the rows that raise the rate most, until none do
-            guesses = {i: g for i, g in gamma.items() if i not in copies}  # (a copy runs no draft pass)
-            now, best = rate(rows, expected, guesses), None
-            open_ = [i for i in gamma if gamma[i] < max_gamma]
-            longest = max((guesses[i] for i in open_ if i in guesses), default=None)
-            # rows for one request; or a row each (or more) for the guessing requests at the longest gamma (or for
-            # every guessing request), which share the draft passes that rows for one of them would pay for alone.
-            # Several rows at once (up to JUMP_ROWS each): a first draft pass may not pay for one guess, yet for three
-            groups = [[i] for i in open_] + [group for group in (
-                [i for i in open_ if guesses.get(i, -1) == longest], [i for i in open_ if i in guesses])
-                if len(group) > 1]
-            for group in groups:
-                for steps in range(1, min(JUMP_ROWS, max_gamma - max(gamma[i] for i in group)) + 1):
-                    value = sum(alphas[i] ** j for i in group for j in range(gamma[i] + 1, gamma[i] + steps + 1))
-                    more = guesses | {i: gamma[i] + steps for i in group if i in guesses}
-                    if (added := rate(rows + steps * len(group), expected + value, more)) > now:
-                        now, best = added, (group, steps, value)
-            if best is None:
-                if timed:
-                    self._count_allotment(any(g for i, g in gamma.items() if i not in copies))
-                return gamma
-            group, steps, value = best
-            for i in group:
-                gamma[i] += steps
-            rows, expected = rows + steps * len(group), expected + value
+        requests = [Request(lease.id, None) if (c := lease.controller) is None else
+                    Request(lease.id, c.acceptance(c.copied), c.copied,
+                            catch_up_cost(catching_up, c.behind) if timed else 0.0) for lease in self.leased]
+        prices = Prices(target, draft_times if timed else None, self.overhead(True), self.overhead(False))
+        gamma = allot(requests, prices, max_gamma)
+        if timed:
+            self._count_allotment(any(gamma[r.id] for r in requests if r.alpha is not None and not r.copied))
+        return gamma
 
 
 class Lease:
